@@ -1,0 +1,108 @@
+"""Input checks shared by every estimator: one clear ValueError that names the problem.
+
+Nothing here modifies what the user passed: converted arrays are copies when a conversion is needed.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def _describe_position(X, mask_fn):
+    """(row, col) of the first entry where ``mask_fn(values)`` holds, for error messages."""
+    if sp.issparse(X):
+        coo = X.tocoo()
+        bad = np.flatnonzero(mask_fn(coo.data))
+        if bad.size == 0:
+            return None
+        return int(coo.row[bad[0]]), int(coo.col[bad[0]])
+    bad = np.argwhere(mask_fn(X))
+    if bad.size == 0:
+        return None
+    return tuple(int(v) for v in bad[0])
+
+
+def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.float64):
+    """Validate a 2-d numeric matrix and return it as CSR (if sparse) or a C-contiguous ndarray of ``dtype``.
+
+    Parameters
+    ----------
+    X : array-like or scipy.sparse matrix, shape (n_rows, n_cols)
+    name : str
+        Used in error messages.
+    min_rows, min_cols : int
+        Minimum accepted shape.
+    counts : bool
+        If True, values must be non-negative integers (counts).
+
+    Raises
+    ------
+    ValueError
+        Empty input, wrong number of dimensions, non-numeric, NaN/inf, negative or non-integer values (when
+        ``counts``), naming the first offending position.
+    """
+    if sp.issparse(X):
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-dimensional, got a sparse array with {X.ndim} dimensions")
+        out = sp.csr_matrix(X, dtype=dtype, copy=True)
+        out.sum_duplicates()
+        out.eliminate_zeros()
+        values = out.data
+    else:
+        if X is None:
+            raise ValueError(f"{name} is None; expected a 2-d array")
+        try:
+            out = np.array(X, dtype=dtype, order="C", copy=True)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} must be numeric: {exc}") from None
+        if out.ndim != 2:
+            raise ValueError(
+                f"{name} must be 2-dimensional (n_samples, n_features), got shape {out.shape}; "
+                "reshape 1-d data with X.reshape(-1, 1) or X.reshape(1, -1)"
+            )
+        values = out
+    n_rows, n_cols = out.shape
+    if n_rows == 0 or n_cols == 0:
+        raise ValueError(f"{name} is empty: shape {out.shape}")
+    if n_rows < min_rows:
+        raise ValueError(f"{name} has {n_rows} row(s); at least {min_rows} are required")
+    if n_cols < min_cols:
+        raise ValueError(f"{name} has {n_cols} column(s); at least {min_cols} are required")
+    if not np.all(np.isfinite(values)):
+        pos = _describe_position(out, lambda v: ~np.isfinite(v))
+        raise ValueError(f"{name} contains non-finite values (NaN or inf), first at (row, col) = {pos}")
+    if counts:
+        if np.any(values < 0):
+            pos = _describe_position(out, lambda v: v < 0)
+            raise ValueError(f"{name} contains negative values, first at (row, col) = {pos}; counts must be >= 0")
+        if np.any(values != np.round(values)):
+            pos = _describe_position(out, lambda v: v != np.round(v))
+            raise ValueError(
+                f"{name} contains non-integer values, first at (row, col) = {pos}; counts must be whole numbers"
+            )
+    return out
+
+
+def is_count_matrix(X):
+    """True when every stored value of ``X`` (dense or sparse) is a finite non-negative integer."""
+    values = X.data if sp.issparse(X) else np.asarray(X)
+    return bool(np.all(np.isfinite(values)) and np.all(values >= 0) and np.all(values == np.round(values)))
+
+
+def check_positive(value, name, *, allow_zero=False):
+    """Raise ValueError unless ``value`` is a finite real number > 0 (or >= 0 with ``allow_zero``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return float(value)
+
+
+def check_int(value, name, *, minimum=0):
+    """Raise ValueError unless ``value`` is an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
