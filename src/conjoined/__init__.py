@@ -1,3 +1,7 @@
 """conjoined: non-parametric probabilistic biclustering with the Conjoined Dirichlet Process."""
 
+from .dpmm import DPMM, Multinomial, NormalInverseWishart, PoissonGamma
+
 __version__ = "0.1.0"
+
+__all__ = ["DPMM", "Multinomial", "NormalInverseWishart", "PoissonGamma", "__version__"]

@@ -1,0 +1,152 @@
+"""Where the points live: a ``Shard`` holds some points, their labels and their random streams.
+
+A shard receives cluster parameters, runs one fused pass (``kernels.py``) and returns sufficient statistics; it
+applies the driver's split and relabelling messages, and hands out the points of given clusters for exact moves.
+The points are cut into ``n_shards`` contiguous streams whatever the backend, and stream ``s`` draws its uniforms
+from child ``s`` of ``SeedSequence.spawn``: the same seed gives the same labels on every backend and with any
+number of threads or workers. The local backend is one shard holding every stream; a distributed backend holds one
+shard per stream on its workers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import kernels
+from .priors import SufficientStats
+
+# Blocks per stream for float (Gaussian) statistics: fixed, so that sums do not depend on the thread count.
+GAUSSIAN_BLOCKS = 8
+# Below this many non-zeros (or points x features) a pass runs single-threaded: thread start-up would dominate.
+PARALLEL_MIN_WORK = 200_000
+
+
+def shard_bounds(n, n_shards):
+    """(n_shards + 1,) edges of ``min(n_shards, n)`` contiguous, near-equal streams of n points."""
+    n_shards = max(1, min(int(n_shards), n))
+    return np.linspace(0, n, n_shards + 1).astype(np.int64)
+
+
+class Shard:
+    """Points ``offset .. offset + n`` with their labels and one random stream per ``seeds`` entry.
+
+    ``data`` is a CSR matrix of counts (count priors) or a dense (n, d) array (Gaussian prior).
+    """
+
+    def __init__(self, data, seeds, offset=0, n_threads=1):
+        self.data = data
+        self.offset = offset
+        self.n_threads = n_threads
+        self.sparse = sp.issparse(data)
+        if self.sparse:
+            self.indptr = np.ascontiguousarray(data.indptr, dtype=np.int64)
+            self.indices = np.ascontiguousarray(data.indices, dtype=np.int32)
+            self.values = np.ascontiguousarray(data.data, dtype=np.float64)
+            work = data.nnz
+        else:
+            self.values = np.ascontiguousarray(data, dtype=np.float64)
+            work = data.shape[0] * data.shape[1] ** 2
+        self.n, self.d = data.shape
+        self.streams = shard_bounds(self.n, len(seeds))
+        self.rngs = [np.random.default_rng(seed) for seed in seeds[: len(self.streams) - 1]]
+        self.parallel = n_threads > 1 and work >= PARALLEL_MIN_WORK
+        self.labels = np.zeros(self.n, np.int32)
+        self.sublabels = np.zeros(self.n, np.int8)
+
+    def _uniforms(self):
+        return np.concatenate([
+            rng.random((b - a, 2)) for rng, a, b in zip(self.rngs, self.streams[:-1], self.streams[1:])
+        ])
+
+    def initialize(self, n_clusters):
+        """Uniformly random labels in 0..n_clusters-1 and random sub-labels; returns their statistics."""
+        u = self._uniforms()
+        self.labels = np.minimum((u[:, 0] * n_clusters).astype(np.int32), n_clusters - 1)
+        self.sublabels = (u[:, 1] < 0.5).astype(np.int8)
+        n_sub = 2 * n_clusters
+        codes = 2 * self.labels.astype(np.int64) + self.sublabels
+        counts = np.bincount(codes, minlength=n_sub).astype(np.float64)
+        if self.sparse:
+            indicator = sp.csr_matrix((np.ones(self.n), (codes, np.arange(self.n))), shape=(n_sub, self.n))
+            return _as_stats(counts, (indicator @ self.data).toarray(), None, n_clusters)
+        sums = np.zeros((n_sub, self.d))
+        outer = np.zeros((n_sub, self.d, self.d))
+        for c in np.flatnonzero(counts):
+            points = self.values[codes == c]
+            sums[c] = points.sum(axis=0)
+            outer[c] = points.T @ points
+        return _as_stats(counts, sums, outer, n_clusters)
+
+    def assign(self, params, log_w, sub_params, sub_log_w, random_sub):
+        """One pass: draw labels and sub-labels given the parameters; returns statistics with batch (K, 2)."""
+        K = log_w.shape[0]
+        u = self._uniforms()
+        if self.sparse:
+            log_rate, offset = params
+            sub_log_rate, sub_offset = sub_params
+            kernel = kernels.assign_counts if self.parallel else kernels.assign_counts_serial
+            bounds = shard_bounds(self.n, self.n_threads if self.parallel else 1)
+            labels, sublabels, counts, sums = kernel(
+                self.indptr, self.indices, self.values, np.ascontiguousarray(log_rate.T), offset, log_w,
+                np.ascontiguousarray(sub_log_rate.T), sub_offset, sub_log_w, random_sub, u, bounds,
+            )
+            stats = _as_stats(counts.sum(axis=0), sums.sum(axis=0), None, K)
+        else:
+            kernel = kernels.assign_gaussian if self.parallel else kernels.assign_gaussian_serial
+            bounds = np.unique(np.concatenate([
+                np.linspace(a, b, GAUSSIAN_BLOCKS + 1).astype(np.int64)
+                for a, b in zip(self.streams[:-1], self.streams[1:])
+            ]))
+            labels, sublabels, counts, sums, outer = kernel(
+                self.values, *params, log_w, *sub_params, sub_log_w, random_sub, u, bounds,
+            )
+            stats = None
+            block_stream = np.searchsorted(self.streams, bounds[:-1], side="right") - 1
+            for s in range(len(self.streams) - 1):
+                mine = block_stream == s
+                part = _as_stats(counts[mine].sum(axis=0), sums[mine].sum(axis=0), outer[mine].sum(axis=0), K)
+                stats = part if stats is None else stats + part
+        self.labels, self.sublabels = labels, sublabels
+        return stats
+
+    def update(self, splits, mapping, moved=None):
+        """Apply splits ``[(k, new_k), ...]`` (points of k in sub-cluster 1 move to new_k) and ``moved``
+        (global point indices, their new label), then the relabelling ``mapping``."""
+        for k, new in splits:
+            self.labels[(self.labels == k) & (self.sublabels == 1)] = new
+        if moved is not None:
+            index, label = moved
+            local = index[(index >= self.offset) & (index < self.offset + self.n)] - self.offset
+            self.labels[local] = label
+        self.labels = np.asarray(mapping, np.int64)[self.labels].astype(np.int32)
+
+    def points_of(self, clusters):
+        """Global indices (sorted) and data rows of the points whose label is in ``clusters``."""
+        local = np.flatnonzero(np.isin(self.labels, clusters))
+        return local + self.offset, self.data[local]
+
+
+def _as_stats(counts, sums, outer, K):
+    d = sums.shape[-1]
+    return SufficientStats(
+        counts.reshape(K, 2), sums.reshape(K, 2, d), None if outer is None else outer.reshape(K, 2, d, d)
+    )
+
+
+class LocalBackend(Shard):
+    """Every point in this process: one shard with every stream; passes use ``n_threads`` numba threads."""
+
+    def __init__(self, data, seeds, n_threads=1):
+        super().__init__(data, seeds, 0, n_threads)
+        self.n_points = self.n
+        self.shards = [self]
+
+    def labels_at(self, index):
+        return self.labels[index]
+
+    def all_labels(self):
+        return self.labels
+
+    def close(self):
+        pass

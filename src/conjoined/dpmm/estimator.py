@@ -1,0 +1,258 @@
+"""``DPMM``: the scikit-learn style estimator around the sampler (loop, traces, progress bar, validation)."""
+
+from __future__ import annotations
+
+import numbers
+import os
+from contextlib import contextmanager
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._progress import progress_bar
+from .._validation import check_int, check_matrix, check_positive
+from . import kernels, sampler
+from .backends import LocalBackend
+from .priors import CountPrior, NormalInverseWishart, default_prior
+from .collapsed import collapsed_sweep
+from .sams import sams_move
+
+
+def seed_sequence(random_state):
+    """A ``numpy.random.SeedSequence`` from None, an int, a SeedSequence, a RandomState or a Generator."""
+    if random_state is None:
+        return np.random.SeedSequence()
+    if isinstance(random_state, np.random.SeedSequence):
+        return random_state
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be a non-negative integer, got {random_state}")
+        return np.random.SeedSequence(int(random_state))
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.SeedSequence(int(random_state.randint(0, 2**31 - 1)))
+    if isinstance(random_state, np.random.Generator):
+        return np.random.SeedSequence(int(random_state.integers(0, 2**63 - 1)))
+    raise ValueError(f"random_state must be None, an int, a RandomState or a Generator, got {random_state!r}")
+
+
+def resolve_n_jobs(n_jobs):
+    """Threads to use: None or -1 mean every core numba sees; -2 all but one, and so on."""
+    available = numba.config.NUMBA_NUM_THREADS
+    if n_jobs is None:
+        return available
+    n_jobs = int(n_jobs)
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be a non-zero integer or None")
+    if n_jobs < 0:
+        return max(1, available + 1 + n_jobs)
+    return min(n_jobs, available)
+
+
+@contextmanager
+def numba_threads(n):
+    previous = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
+
+
+class DPMM(ClusterMixin, BaseEstimator):
+    """Dirichlet-process mixture model fitted by the sub-cluster split/merge MCMC sampler (Chang & Fisher 2013).
+
+    The number of clusters is not given: it is sampled. Every iteration is one restricted-Gibbs pass over the data
+    (labels and sub-labels, parallel over points) followed by split and merge proposals with their
+    Metropolis-Hastings ratios, so the traces are posterior samples.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Concentration of the Dirichlet process (larger: more clusters).
+    prior : Multinomial, PoissonGamma, NormalInverseWishart or None, default=None
+        Conjugate prior, which also fixes the likelihood. None picks ``Multinomial()`` for non-negative integer
+        data (dense or sparse) and ``NormalInverseWishart()`` (data-based defaults) otherwise.
+    n_iter : int, default=100
+        Sampler iterations.
+    burn_out : int, default=15
+        Passes a cluster must have had since it was created or reset before a sub-cluster split or merge.
+    warmup : int or None, default=None
+        Iterations at the start that also use Chang & Fisher's sub-cluster split/merge proposals, which find
+        clusters fast on large data, with labels drawn in parallel over points by restricted Gibbs passes; neither
+        is exact (restricted passes can empty clusters but not create them: a test against enumerated posteriors
+        shows the bias). None means ``n_iter // 2``. Iterations after warm-up form an exact MCMC chain: a
+        collapsed Gibbs sweep (sequential) plus ``exact_moves`` sequentially-allocated split/merge proposals
+        (Dahl 2003) each.
+    exact_moves : int, default=1
+        Exact split/merge proposals per iteration (all iterations).
+    init_clusters : int, default=1
+        Clusters of the random initial labelling.
+    random_state : None, int, RandomState or Generator
+        Same value, same result, whatever ``n_jobs``.
+    n_jobs : int or None, default=None
+        Threads of the data pass; None uses every core.
+    verbose : bool, default=False
+        Progress bar on stderr.
+    store_labels : bool, default=True
+        Keep the (n_iter, n_samples) label trace; turn off for huge data.
+    n_shards : int, default=16
+        The points are cut into this many contiguous shards, each with its own random stream. Results depend on
+        it (not on threads or workers); it bounds the number of useful distributed workers.
+
+    Attributes
+    ----------
+    labels_ : (n_samples,) int, cluster of each point at the last iteration.
+    n_clusters_ : int, number of clusters at the last iteration.
+    weights_ : (n_clusters_,) share of points in each cluster.
+    cluster_params_ : dict of posterior-mean parameters per cluster: ``theta`` (K, d) for Multinomial, ``rate``
+        (K, d) for PoissonGamma, ``mean`` (K, d) and ``covariance`` (K, d, d) for NormalInverseWishart.
+    labels_trace_ : (n_iter, n_samples) int32 or None, labels after each iteration.
+    warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
+    n_clusters_trace_ : (n_iter,) int, K after each iteration.
+    log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration (DESIGN.md section 2).
+    n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration.
+    prior_ : the prior used, with data-based defaults filled in.
+    n_features_in_ : int.
+    """
+
+    def __init__(self, alpha=1.0, prior=None, n_iter=100, burn_out=15, init_clusters=1, random_state=None,
+                 n_jobs=None, verbose=False, store_labels=True, n_shards=16, warmup=None, exact_moves=1):
+        self.alpha = alpha
+        self.prior = prior
+        self.n_iter = n_iter
+        self.burn_out = burn_out
+        self.init_clusters = init_clusters
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.store_labels = store_labels
+        self.n_shards = n_shards
+        self.warmup = warmup
+        self.exact_moves = exact_moves
+
+    def _validate_data_and_prior(self, X):
+        raw = check_matrix(X, name="X")
+        prior = default_prior(raw) if self.prior is None else self.prior
+        if not isinstance(prior, (CountPrior, NormalInverseWishart)):
+            raise ValueError(
+                f"prior must be Multinomial, PoissonGamma, NormalInverseWishart or None, got {prior!r}"
+            )
+        prior.check_data(raw)
+        prior = prior.fitted(raw)
+        if prior.kind == "counts":
+            data = raw if sp.issparse(raw) else sp.csr_matrix(raw)
+        else:
+            data = raw
+        return data, prior
+
+    def fit(self, X, y=None):
+        """Run the sampler on X (n_samples, n_features), dense or scipy.sparse; returns self."""
+        alpha = check_positive(self.alpha, "alpha")
+        n_iter = check_int(self.n_iter, "n_iter", minimum=1)
+        burn_out = check_int(self.burn_out, "burn_out", minimum=0)
+        init_clusters = check_int(self.init_clusters, "init_clusters", minimum=1)
+        n_shards = check_int(self.n_shards, "n_shards", minimum=1)
+        warmup = n_iter // 2 if self.warmup is None else check_int(self.warmup, "warmup", minimum=0)
+        exact_moves = check_int(self.exact_moves, "exact_moves", minimum=0)
+        data, prior = self._validate_data_and_prior(X)
+        n = data.shape[0]
+        if init_clusters > n:
+            raise ValueError(f"init_clusters={init_clusters} is larger than the number of points ({n})")
+        n_threads = resolve_n_jobs(self.n_jobs)
+
+        seeds = seed_sequence(self.random_state)
+        driver_seed, shard_seed = seeds.spawn(2)
+        rng = np.random.default_rng(driver_seed)
+        backend = LocalBackend(data, shard_seed.spawn(n_shards), n_threads)
+        self._run(backend, prior, alpha, n_iter, burn_out, init_clusters, warmup, exact_moves, rng, n_threads, n)
+        self.n_features_in_ = data.shape[1]
+        return self
+
+    def _run(self, backend, prior, alpha, n_iter, burn_out, init_clusters, warmup, exact_moves, rng, n_threads,
+             n):
+        labels_trace = np.empty((n_iter, n), np.int32) if self.store_labels else None
+        n_clusters_trace = np.empty(n_iter, np.int64)
+        log_post_trace = np.empty(n_iter)
+        splits_trace = np.empty(n_iter, np.int64)
+        merges_trace = np.empty(n_iter, np.int64)
+        bar = progress_bar(n_iter, "DPMM", self.verbose)
+        try:
+            with numba_threads(n_threads):
+                state = sampler.init(backend, init_clusters)
+                for it in range(n_iter):
+                    if it < warmup:
+                        state, (n_splits, n_merges) = sampler.step(state, backend, prior, alpha, burn_out, rng)
+                    else:
+                        state, n_splits, n_merges = collapsed_sweep(state, backend, prior, alpha, rng), 0, 0
+                    for _ in range(exact_moves):
+                        state, split, merge = sams_move(state, backend, prior, alpha, rng)
+                        n_splits += split
+                        n_merges += merge
+                    K = state.age.shape[0]
+                    n_clusters_trace[it] = K
+                    log_post_trace[it] = sampler.log_posterior(prior, alpha, state.stats.sum(axis=1))
+                    splits_trace[it] = n_splits
+                    merges_trace[it] = n_merges
+                    if labels_trace is not None:
+                        labels_trace[it] = backend.all_labels()
+                    bar.update()
+                    bar.set_postfix_str(f"K={K}")
+            labels = backend.all_labels().copy()
+        finally:
+            bar.close()
+            backend.close()
+
+        cluster_stats = state.stats.sum(axis=1)
+        self.prior_ = prior
+        self.labels_ = labels
+        self.n_clusters_ = int(cluster_stats.n.shape[0])
+        self.weights_ = cluster_stats.n / cluster_stats.n.sum()
+        self.cluster_params_ = prior.posterior_mean(cluster_stats)
+        self._expected_params = prior.expected_params(cluster_stats)
+        self.labels_trace_ = labels_trace
+        self.warmup_ = min(warmup, n_iter)
+        self.n_clusters_trace_ = n_clusters_trace
+        self.log_posterior_trace_ = log_post_trace
+        self.n_splits_trace_ = splits_trace
+        self.n_merges_trace_ = merges_trace
+
+    def _log_joint(self, X):
+        check_is_fitted(self, "labels_")
+        raw = check_matrix(X, name="X")
+        if raw.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {raw.shape[1]} features, but DPMM was fitted with {self.n_features_in_}")
+        self.prior_.check_data(raw)
+        log_w = np.log(self.weights_)
+        with numba_threads(resolve_n_jobs(self.n_jobs)):
+            if self.prior_.kind == "counts":
+                csr = raw if sp.issparse(raw) else sp.csr_matrix(raw)
+                log_rate, offset = self._expected_params
+                scores = kernels.count_log_likelihoods(
+                    csr.indptr.astype(np.int64), csr.indices.astype(np.int32), csr.data,
+                    np.ascontiguousarray(log_rate.T), offset,
+                )
+            else:
+                scores = kernels.gaussian_log_likelihoods(raw, *self._expected_params)
+        return scores + log_w
+
+    def predict_proba(self, X):
+        """(n_samples, n_clusters_) posterior probability of each cluster under the final parameters."""
+        log_joint = self._log_joint(X)
+        return np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
+
+    def predict(self, X):
+        """Most probable cluster of each point under the final posterior-mean parameters and weights."""
+        return np.argmax(self._log_joint(X), axis=1)
+
+    def fit_predict(self, X, y=None):
+        return self.fit(X).labels_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.non_deterministic = False
+        return tags

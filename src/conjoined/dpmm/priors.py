@@ -1,0 +1,333 @@
+"""Conjugate priors of the Dirichlet-process mixture: one class per likelihood.
+
+A prior object knows three things about a batch of clusters, given their sufficient statistics
+(``SufficientStats``, with any leading batch shape):
+
+- ``log_marginal(stats)``: the log prior-predictive (marginal) likelihood of the points of each cluster, up to
+  terms that are the same for every partition of the data (so they cancel in split/merge ratios);
+- ``posterior(stats)``: the conjugate posterior's hyper-parameters;
+- ``sample(posterior, rng)``: a draw of cluster parameters, in the form the likelihood kernels use.
+
+Count priors (``Multinomial``, ``PoissonGamma``) score points as ``x . log_rate + offset``; the Gaussian prior
+(``NormalInverseWishart``) as ``-||U (x - mu)||^2 / 2 + log|U| - d/2 log(2 pi)`` with ``U^T U`` the precision.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import gammaln, multigammaln
+
+from .._validation import check_positive
+
+
+class SufficientStats(NamedTuple):
+    """Sufficient statistics of a batch of clusters (leading shape ``B``, e.g. (K,) or (K, 2)).
+
+    n : (*B,) number of points; s1 : (*B, d) sum of the points; s2 : (*B, d, d) sum of outer products (Gaussian
+    prior only, else None).
+    """
+
+    n: np.ndarray
+    s1: np.ndarray
+    s2: np.ndarray | None = None
+
+    def sum(self, axis):
+        """Statistics of the union of clusters along ``axis``."""
+        return SufficientStats(
+            self.n.sum(axis=axis), self.s1.sum(axis=axis), None if self.s2 is None else self.s2.sum(axis=axis)
+        )
+
+    def take(self, index, axis=0):
+        return SufficientStats(
+            np.take(self.n, index, axis=axis),
+            np.take(self.s1, index, axis=axis),
+            None if self.s2 is None else np.take(self.s2, index, axis=axis),
+        )
+
+    def __add__(self, other):
+        return SufficientStats(
+            self.n + other.n, self.s1 + other.s1, None if self.s2 is None else self.s2 + other.s2
+        )
+
+
+def sample_log_dirichlet(rng, concentration):
+    """Log of one Dirichlet draw, stable for tiny concentrations.
+
+    ``standard_gamma(a)`` underflows to 0 for small ``a``; ``log G(a) = log G(a + 1) + log(U) / a`` does not.
+    ``concentration`` may have a leading batch shape; the last axis is the simplex. Zero concentration gives
+    ``-inf`` (the component is absent).
+    """
+    a = np.asarray(concentration, dtype=np.float64)
+    positive = a > 0
+    safe = np.where(positive, a, 1.0)
+    log_g = np.log(rng.standard_gamma(safe + 1.0)) + np.log(rng.uniform(size=a.shape)) / safe
+    log_g = np.where(positive, log_g, -np.inf)
+    top = log_g.max(axis=-1, keepdims=True)
+    return log_g - (top + np.log(np.exp(log_g - top).sum(axis=-1, keepdims=True)))
+
+
+class CountPrior:
+    """Shared behaviour of the priors for non-negative integer data (sparse-friendly)."""
+
+    kind = "counts"
+
+    def check_data(self, X):
+        values = X.data if sp.issparse(X) else X
+        if np.any(values < 0):
+            raise ValueError(f"{type(self).__name__} prior needs non-negative counts; X has negative values")
+        if np.any(values != np.round(values)):
+            raise ValueError(f"{type(self).__name__} prior needs integer counts; X has non-integer values")
+
+    def fitted(self, X):
+        """A copy with data-based defaults filled in (see each prior's docstring)."""
+        return self
+
+
+class Multinomial(CountPrior):
+    """Multinomial likelihood with a symmetric Dirichlet(beta) prior on each cluster's feature distribution.
+
+    A point is a count vector over ``d`` features; only the proportions matter (the row total is ignored), which
+    suits documents and cells whose totals are nuisance (length, library size).
+
+    log m(X_k) = lgamma(d beta) - lgamma(d beta + n..) + sum_f [lgamma(beta + n_f) - lgamma(beta)]
+    (the multinomial coefficients cancel in every ratio between partitions).
+    """
+
+    def __init__(self, beta=1.0):
+        self.beta = beta
+
+    def __repr__(self):
+        return f"Multinomial(beta={self.beta!r})"
+
+    def fitted(self, X):
+        check_positive(self.beta, "Multinomial beta")
+        return self
+
+    def log_marginal(self, stats):
+        beta = float(self.beta)
+        s1 = stats.s1
+        d = s1.shape[-1]
+        total = s1.sum(axis=-1)
+        per_feature = gammaln(s1 + beta) - gammaln(beta)
+        return gammaln(d * beta) - gammaln(d * beta + total) + per_feature.sum(axis=-1)
+
+    def posterior(self, stats):
+        return stats.s1 + float(self.beta)
+
+    def sample(self, posterior, rng):
+        """Returns ``(log_rate (*B, d), offset (*B,))`` with ``log_rate`` = log of a Dirichlet draw."""
+        log_theta = sample_log_dirichlet(rng, posterior)
+        return log_theta, np.zeros(log_theta.shape[:-1])
+
+    def kernel_args(self, d):
+        """``(kind, hyper)`` for the collapsed-predictive kernels."""
+        return 0, np.array([float(self.beta), d], dtype=np.float64)
+
+    def posterior_mean(self, stats):
+        post = self.posterior(stats)
+        return {"theta": post / post.sum(axis=-1, keepdims=True)}
+
+    def expected_params(self, stats):
+        mean = self.posterior_mean(stats)["theta"]
+        return np.log(mean), np.zeros(mean.shape[:-1])
+
+
+class PoissonGamma(CountPrior):
+    """Independent Poisson counts per feature with a conjugate Gamma(shape, rate) prior on each cluster's rates.
+
+    Unlike ``Multinomial`` the point totals matter: clusters differ by how much they count, not only by their
+    proportions (blocks of elevated counts). ``rate=None`` sets ``rate = shape / mean(X)``, so the prior mean rate
+    is the data's mean count per entry.
+
+    log m(X_k) = sum_f [a log b - lgamma(a) + lgamma(a + S_f) - (a + S_f) log(b + n)] for n points summing to S_f
+    (the 1/x! terms cancel in every ratio between partitions).
+    """
+
+    def __init__(self, shape=1.0, rate=None):
+        self.shape = shape
+        self.rate = rate
+
+    def __repr__(self):
+        return f"PoissonGamma(shape={self.shape!r}, rate={self.rate!r})"
+
+    def fitted(self, X):
+        check_positive(self.shape, "PoissonGamma shape")
+        if self.rate is not None:
+            check_positive(self.rate, "PoissonGamma rate")
+            return self
+        total = float(X.sum())
+        mean = total / (X.shape[0] * X.shape[1])
+        if mean <= 0:
+            raise ValueError("PoissonGamma prior with rate=None needs data with at least one non-zero count")
+        return PoissonGamma(shape=self.shape, rate=float(self.shape) / mean)
+
+    def log_marginal(self, stats):
+        a, b = float(self.shape), float(self.rate)
+        n = stats.n[..., None]
+        s = stats.s1
+        terms = a * np.log(b) - gammaln(a) + gammaln(a + s) - (a + s) * np.log(b + n)
+        return terms.sum(axis=-1)
+
+    def posterior(self, stats):
+        return stats.s1 + float(self.shape), stats.n + float(self.rate)
+
+    def sample(self, posterior, rng):
+        """Returns ``(log_rate (*B, d), offset (*B,))``; ``offset = -sum_f rate_f`` (the Poisson normaliser)."""
+        shape, rate = posterior
+        log_g = np.log(rng.standard_gamma(shape + 1.0)) + np.log(rng.uniform(size=shape.shape)) / shape
+        log_rate = log_g - np.log(rate)[..., None]
+        return log_rate, -np.exp(log_rate).sum(axis=-1)
+
+    def kernel_args(self, d):
+        """``(kind, hyper)`` for the collapsed-predictive kernels."""
+        return 1, np.array([float(self.shape), float(self.rate), d], dtype=np.float64)
+
+    def posterior_mean(self, stats):
+        shape, rate = self.posterior(stats)
+        return {"rate": shape / rate[..., None]}
+
+    def expected_params(self, stats):
+        mean = self.posterior_mean(stats)["rate"]
+        return np.log(mean), -mean.sum(axis=-1)
+
+
+class NormalInverseWishart:
+    """Gaussian likelihood with unknown mean and full covariance, Normal-Inverse-Wishart prior.
+
+    Sigma ~ IW(nu, psi), mu | Sigma ~ N(mean, Sigma / kappa). Data-based defaults (``None``): ``mean`` = the data
+    mean, ``nu`` = d + 3, ``psi`` = (nu - d - 1) * cov(X) / 10, i.e. a prior expected cluster covariance a tenth of
+    the data's covariance, weak enough (nu - d = 3) that a few dozen points override it.
+    """
+
+    kind = "gaussian"
+
+    def __init__(self, kappa=1.0, mean=None, nu=None, psi=None):
+        self.kappa = kappa
+        self.mean = mean
+        self.nu = nu
+        self.psi = psi
+
+    def __repr__(self):
+        return f"NormalInverseWishart(kappa={self.kappa!r}, nu={self.nu!r})"
+
+    def check_data(self, X):
+        if sp.issparse(X):
+            raise ValueError("NormalInverseWishart prior needs dense data; got a sparse matrix")
+
+    def fitted(self, X):
+        check_positive(self.kappa, "NormalInverseWishart kappa")
+        d = X.shape[1]
+        mean = X.mean(axis=0) if self.mean is None else np.asarray(self.mean, dtype=np.float64)
+        if mean.shape != (d,):
+            raise ValueError(f"NormalInverseWishart mean must have shape ({d},), got {mean.shape}")
+        nu = d + 3.0 if self.nu is None else float(self.nu)
+        if not nu > d - 1:
+            raise ValueError(f"NormalInverseWishart nu must be > d - 1 = {d - 1}, got {nu}")
+        if self.psi is None:
+            cov = np.atleast_2d(np.cov(X, rowvar=False)) if X.shape[0] > 1 else np.eye(d)
+            cov = cov + 1e-6 * max(np.trace(cov) / d, 1e-12) * np.eye(d)
+            psi = max(nu - d - 1.0, 1.0) * cov / 10.0
+        else:
+            psi = np.asarray(self.psi, dtype=np.float64)
+        if psi.shape != (d, d):
+            raise ValueError(f"NormalInverseWishart psi must have shape ({d}, {d}), got {psi.shape}")
+        try:
+            np.linalg.cholesky(psi)
+        except np.linalg.LinAlgError:
+            raise ValueError("NormalInverseWishart psi must be symmetric positive definite") from None
+        return NormalInverseWishart(kappa=float(self.kappa), mean=mean, nu=nu, psi=psi)
+
+    def posterior(self, stats):
+        """``(kappa_n, mean_n, nu_n, psi_n)`` with batch shape; psi_n from the centred scatter."""
+        kappa, m0, nu, psi = float(self.kappa), self.mean, float(self.nu), self.psi
+        n = stats.n
+        safe_n = np.where(n > 0, n, 1.0)
+        xbar = stats.s1 / safe_n[..., None]
+        scatter = stats.s2 - n[..., None, None] * xbar[..., :, None] * xbar[..., None, :]
+        kappa_n = kappa + n
+        mean_n = (kappa * m0 + stats.s1) / kappa_n[..., None]
+        diff = xbar - m0
+        shrink = (kappa * n / kappa_n)[..., None, None]
+        psi_n = psi + scatter + shrink * diff[..., :, None] * diff[..., None, :]
+        psi_n = 0.5 * (psi_n + np.swapaxes(psi_n, -1, -2))
+        return kappa_n, mean_n, nu + n, psi_n
+
+    def log_marginal(self, stats):
+        kappa, nu, psi = float(self.kappa), float(self.nu), self.psi
+        d = psi.shape[0]
+        kappa_n, _, nu_n, psi_n = self.posterior(stats)
+        logdet_psi = 2.0 * np.log(np.diagonal(np.linalg.cholesky(psi))).sum()
+        logdet_n = 2.0 * np.log(np.diagonal(np.linalg.cholesky(psi_n), axis1=-2, axis2=-1)).sum(axis=-1)
+        mvlgamma = np.vectorize(lambda v: multigammaln(v, d), otypes=[np.float64])
+        return (
+            -0.5 * stats.n * d * np.log(np.pi)
+            + mvlgamma(nu_n / 2.0)
+            - multigammaln(nu / 2.0, d)
+            + 0.5 * nu * logdet_psi
+            - 0.5 * nu_n * logdet_n
+            + 0.5 * d * (np.log(kappa) - np.log(kappa_n))
+        )
+
+    def sample(self, posterior, rng):
+        """Returns ``(mu (*B, d), U (*B, d, d) upper-triangular with U^T U = precision, log|U| (*B,))``."""
+        kappa_n, mean_n, nu_n, psi_n = posterior
+        batch = kappa_n.shape
+        d = psi_n.shape[-1]
+        mu = np.empty(batch + (d,))
+        chol_prec = np.empty(batch + (d, d))
+        for idx in np.ndindex(*batch):
+            precision = _sample_wishart(rng, nu_n[idx], np.linalg.inv(psi_n[idx]))
+            lower = np.linalg.cholesky(precision)
+            chol_prec[idx] = lower.T
+            # mu ~ N(mean_n, (kappa_n precision)^-1): solve U z = eps / sqrt(kappa_n)
+            eps = rng.standard_normal(d) / np.sqrt(kappa_n[idx])
+            mu[idx] = mean_n[idx] + np.linalg.solve(lower.T, eps)
+        log_det = np.log(np.diagonal(chol_prec, axis1=-2, axis2=-1)).sum(axis=-1)
+        return mu, chol_prec, log_det
+
+    def kernel_args(self, d):
+        """``(kappa, mean, nu, psi, const)`` for the collapsed-predictive kernels; ``const`` gathers the terms of
+        the log marginal that do not depend on the data."""
+        logdet_psi = 2.0 * np.log(np.diagonal(np.linalg.cholesky(self.psi))).sum()
+        const = (-multigammaln(self.nu / 2.0, d) + 0.25 * d * (d - 1) * np.log(np.pi)
+                 + 0.5 * self.nu * logdet_psi + 0.5 * d * np.log(self.kappa))
+        return float(self.kappa), self.mean, float(self.nu), self.psi, const
+
+    def posterior_mean(self, stats):
+        kappa_n, mean_n, nu_n, psi_n = self.posterior(stats)
+        d = psi_n.shape[-1]
+        denom = np.where(nu_n - d - 1 > 0, nu_n - d - 1, 1.0)
+        return {"mean": mean_n, "covariance": psi_n / denom[..., None, None]}
+
+    def expected_params(self, stats):
+        params = self.posterior_mean(stats)
+        lower = np.linalg.cholesky(np.linalg.inv(params["covariance"]))
+        chol_prec = np.swapaxes(lower, -1, -2)
+        return params["mean"], chol_prec, np.log(np.diagonal(chol_prec, axis1=-2, axis2=-1)).sum(axis=-1)
+
+
+def _sample_wishart(rng, df, scale):
+    """One Wishart(df, scale) draw by the Bartlett decomposition."""
+    d = scale.shape[0]
+    chol = np.linalg.cholesky(scale)
+    a = np.zeros((d, d))
+    a[np.diag_indices(d)] = np.sqrt(rng.chisquare(df - np.arange(d)))
+    a[np.tril_indices(d, -1)] = rng.standard_normal(d * (d - 1) // 2)
+    la = chol @ a
+    return la @ la.T
+
+
+def default_prior(X):
+    """``Multinomial()`` for non-negative integer data (dense or sparse), ``NormalInverseWishart()`` otherwise."""
+    values = X.data if sp.issparse(X) else X
+    if np.all(values >= 0) and np.all(values == np.round(values)):
+        return Multinomial()
+    if sp.issparse(X):
+        raise ValueError(
+            "sparse X with negative or non-integer values: count priors need non-negative integers and the "
+            "Gaussian prior needs dense data"
+        )
+    return NormalInverseWishart()

@@ -1,0 +1,208 @@
+"""The sub-cluster split/merge sampler of Chang & Fisher (2013), as an ``init`` and a ``step`` function.
+
+The driver-side state is small: per cluster, the sufficient statistics of its two sub-clusters, its age and
+whether its sub-labels must be redrawn at random. Labels live with the data, in the backend's shards, which
+expose ``initialize``, ``assign`` and ``update`` (see ``backends.py``). One ``step``:
+
+1. weights ``(pi_1..pi_K, pi_new) ~ Dir(N_1..N_K, alpha)``, sub-weights ``~ Dir(N_kl + alpha/2, N_kr + alpha/2)``;
+2. cluster and sub-cluster parameters from their conjugate posteriors;
+3. one pass over the data: labels over existing clusters, sub-labels within each point's cluster, statistics;
+4. empty clusters removed; a cluster with an empty sub-cluster is reset (random sub-labels next pass);
+5. split proposals, then pairwise merge proposals, each accepted with its Hastings ratio;
+6. one relabelling message to the shards.
+
+A cluster may split or merge only once it has had ``burn_out`` passes (and at least one) since it was created or
+reset: its sub-clusters need a pass to fit before a split proposal means anything.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import gammaln
+
+from .priors import SufficientStats, sample_log_dirichlet
+
+
+class DPMMState(NamedTuple):
+    """Driver-side sampler state for K clusters.
+
+    stats : SufficientStats with batch shape (K, 2), the statistics of each cluster's two sub-clusters. For a
+        cluster flagged in ``random_sub`` the split into sub-clusters is not known yet: slot 0 holds the whole
+        cluster and slot 1 is empty.
+    age : (K,) passes since the cluster was created or reset.
+    random_sub : (K,) bool, draw this cluster's sub-labels at random in the next pass.
+    """
+
+    stats: SufficientStats
+    age: np.ndarray
+    random_sub: np.ndarray
+
+
+class StepInfo(NamedTuple):
+    n_splits: int
+    n_merges: int
+
+
+def split_log_ratio(prior, alpha, sub_stats):
+    """Log Hastings ratio of splitting a cluster into its two sub-clusters (``sub_stats`` batch shape (2,)).
+
+    log H = log alpha + lgamma(N_l) + log m(X_l) + lgamma(N_r) + log m(X_r) - lgamma(N) - log m(X)
+    """
+    n_l, n_r = sub_stats.n
+    if n_l == 0 or n_r == 0:
+        return -np.inf
+    whole = sub_stats.sum(axis=0)
+    parts = prior.log_marginal(sub_stats)
+    return float(
+        np.log(alpha) + gammaln(n_l) + parts[0] + gammaln(n_r) + parts[1] - gammaln(n_l + n_r)
+        - prior.log_marginal(whole)
+    )
+
+
+def merge_log_ratio(prior, alpha, stats_i, stats_j):
+    """Log Hastings ratio of merging two clusters (each ``stats`` with batch shape ()).
+
+    log H = lgamma(N_i+N_j) - lgamma(N_i) - lgamma(N_j) + log m(X_ij) - log m(X_i) - log m(X_j) - log alpha
+            + lgamma(alpha) - 2 lgamma(alpha/2) + lgamma(N_i + alpha/2) + lgamma(N_j + alpha/2)
+            - lgamma(N_i + N_j + alpha)
+    The last line is the sub-cluster weights' proposal term: the reverse of ``split_log_ratio`` up to it.
+    """
+    n_i, n_j = float(stats_i.n), float(stats_j.n)
+    both = SufficientStats(np.array([n_i, n_j]), np.stack([stats_i.s1, stats_j.s1]),
+                           None if stats_i.s2 is None else np.stack([stats_i.s2, stats_j.s2]))
+    return -split_log_ratio(prior, alpha, both) + float(
+        gammaln(alpha) - 2 * gammaln(alpha / 2) + gammaln(n_i + alpha / 2) + gammaln(n_j + alpha / 2)
+        - gammaln(n_i + n_j + alpha)
+    )
+
+
+def log_posterior(prior, alpha, cluster_stats):
+    """Log joint of the partition and data: lgamma(alpha) - lgamma(N+alpha) + sum_k [log alpha + lgamma(N_k) + log m(X_k)]."""
+    n = cluster_stats.n
+    return float(
+        gammaln(alpha) - gammaln(n.sum() + alpha)
+        + np.sum(np.log(alpha) + gammaln(n) + prior.log_marginal(cluster_stats))
+    )
+
+
+def init(backend, n_clusters):
+    """Random labels over ``n_clusters`` clusters with random sub-labels."""
+    stats = backend.initialize(n_clusters)
+    K = stats.n.shape[0]
+    return _drop_empty(backend, DPMMState(stats, np.zeros(K, np.int64), np.zeros(K, bool)))
+
+
+def _drop_empty(backend, state):
+    keep = state.stats.n.sum(axis=1) > 0
+    if keep.all():
+        return state
+    mapping = np.full(keep.shape[0], -1, np.int64)
+    mapping[keep] = np.arange(keep.sum())
+    backend.update([], mapping)
+    return DPMMState(state.stats.take(np.flatnonzero(keep)), state.age[keep], state.random_sub[keep])
+
+
+def sample_kernel_params(state, prior, alpha, rng):
+    """Steps 1-2: log weights and parameters of clusters and sub-clusters, flattened to 2K sub-cluster entries."""
+    stats = state.stats
+    cluster_stats = stats.sum(axis=1)
+    K = cluster_stats.n.shape[0]
+    log_w = sample_log_dirichlet(rng, np.append(cluster_stats.n, alpha))[:K]
+    sub_log_w = sample_log_dirichlet(rng, stats.n + alpha / 2.0).reshape(2 * K)
+    params = prior.sample(prior.posterior(cluster_stats), rng)
+    sub_params = prior.sample(prior.posterior(stats), rng)
+    sub_params = tuple(p.reshape((2 * K,) + p.shape[2:]) for p in sub_params)
+    return params, log_w, sub_params, sub_log_w, state.random_sub.copy()
+
+
+def step(state, backend, prior, alpha, burn_out, rng):
+    """One iteration (module docstring). Returns ``(new_state, StepInfo)``."""
+    kernel_params = sample_kernel_params(state, prior, alpha, rng)
+    stats = backend.assign(*kernel_params)
+    K = stats.n.shape[0]
+    age = state.age.copy()
+    random_sub = np.zeros(K, bool)
+    age[state.random_sub] = 0
+
+    # Removal of empty clusters is folded into the final relabelling; they take part in nothing.
+    occupied = stats.n.sum(axis=1) > 0
+    empty_sub = occupied & (stats.n.min(axis=1) == 0)
+    random_sub[empty_sub] = True
+    age[empty_sub] = 0
+    # Splits need sub-clusters fitted by at least one data-driven pass; merges need no sub-clusters.
+    split_ok = occupied & ~random_sub & ~state.random_sub & (age >= max(burn_out, 1))
+    merge_ok = occupied & (age >= burn_out)
+
+    n_list, s1_list = list(stats.n), list(stats.s1)
+    s2_list = None if stats.s2 is None else list(stats.s2)
+    ages, resets = list(age), list(random_sub)
+
+    def whole(k):
+        return SufficientStats(n_list[k].sum(), s1_list[k].sum(axis=0),
+                               None if s2_list is None else s2_list[k].sum(axis=0))
+
+    def set_cluster(k, part_a, part_b, reset):
+        n_list[k] = np.array([part_a.n, part_b.n], dtype=np.float64)
+        s1_list[k] = np.stack([part_a.s1, part_b.s1])
+        if s2_list is not None:
+            s2_list[k] = np.stack([part_a.s2, part_b.s2])
+        ages[k] = 0
+        resets[k] = reset
+
+    def empty_like(k):
+        return SufficientStats(np.float64(0.0), np.zeros_like(s1_list[k][0]),
+                               None if s2_list is None else np.zeros_like(s2_list[k][0]))
+
+    splits = []
+    for k in np.flatnonzero(split_ok):
+        sub = stats.take(k)
+        if np.log(rng.uniform()) < split_log_ratio(prior, alpha, sub):
+            new = len(n_list)
+            n_list.append(None)
+            s1_list.append(None)
+            if s2_list is not None:
+                s2_list.append(None)
+            ages.append(0)
+            resets.append(True)
+            right = sub.take(1)
+            set_cluster(k, sub.take(0), empty_like(k), True)
+            set_cluster(new, right, empty_like(k), True)
+            splits.append((int(k), new))
+            merge_ok[k] = False
+
+    mapping = np.arange(len(n_list))
+    n_merges = 0
+    candidates = np.flatnonzero(merge_ok)
+    for a_pos, i in enumerate(candidates):
+        if not merge_ok[i]:
+            continue
+        for j in candidates[a_pos + 1:]:
+            if not merge_ok[j]:
+                continue
+            stats_i, stats_j = whole(i), whole(j)
+            if np.log(rng.uniform()) < merge_log_ratio(prior, alpha, stats_i, stats_j):
+                set_cluster(i, stats_i, stats_j, False)
+                n_list[j] = np.zeros(2)
+                mapping[j] = i
+                merge_ok[i] = merge_ok[j] = False
+                n_merges += 1
+                break
+
+    totals = np.array([n.sum() for n in n_list])
+    keep = totals > 0
+    compact = np.full(len(n_list), -1, np.int64)
+    compact[keep] = np.arange(keep.sum())
+    mapping = compact[mapping]
+    backend.update(splits, mapping)
+
+    kept = np.flatnonzero(keep)
+    new_stats = SufficientStats(
+        np.stack([n_list[k] for k in kept]),
+        np.stack([s1_list[k] for k in kept]),
+        None if s2_list is None else np.stack([s2_list[k] for k in kept]),
+    )
+    new_state = DPMMState(new_stats, np.array([ages[k] for k in kept], np.int64) + 1,
+                          np.array([resets[k] for k in kept], bool))
+    return new_state, StepInfo(len(splits), n_merges)

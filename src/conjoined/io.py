@@ -1,0 +1,451 @@
+"""Reading count matrices from common file formats, and writing results atomically.
+
+:func:`read_matrix` returns the matrix with the orientation CDP uses (rows = features such as words or genes,
+columns = samples such as documents or cells) and any row/column names the file holds. It checks that the file
+parses; the values themselves (negative, non-integer) are checked by the estimator, except that an AnnData file
+whose matrix is not counts gets a specific hint (``.raw`` or a counts layer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import gzip
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+__all__ = ["LabeledMatrix", "atomic_output_dir", "read_matrix", "write_json", "write_table_csv"]
+
+_SUFFIXES = {
+    ".csv": "csv",
+    ".csv.gz": "csv",
+    ".tsv": "tsv",
+    ".tsv.gz": "tsv",
+    ".mtx": "mtx",
+    ".mtx.gz": "mtx",
+    ".npz": "npz",
+    ".h5ad": "h5ad",
+    ".mat": "mat",
+}
+
+
+class LabeledMatrix(NamedTuple):
+    """A matrix read from a file, with the names found there.
+
+    X : ndarray or scipy.sparse.csr_matrix, shape (n_rows, n_cols)
+        Rows are features (words, genes), columns samples (documents, cells). Sparse formats stay sparse.
+    row_names, column_names : ndarray of str, or None when the file holds none
+    source_format : str
+        One of "csv", "tsv", "mtx", "10x", "npz", "h5ad", "mat".
+    """
+
+    X: object
+    row_names: np.ndarray | None
+    column_names: np.ndarray | None
+    source_format: str
+
+
+def _one_line(exc):
+    """``Type: first line of the message`` of an exception."""
+    message = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {message[0]}" if message else type(exc).__name__
+
+
+def _open_text(path):
+    """Open a text file, transparently decompressing ``.gz``."""
+    if str(path).endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _make_unique(names):
+    """Append ``-1``, ``-2``, ... to repeated names (the AnnData convention), keeping first occurrences."""
+    seen = {}
+    unique = []
+    for name in names:
+        count = seen.get(name, 0)
+        seen[name] = count + 1
+        unique.append(name if count == 0 else f"{name}-{count}")
+    return np.array(unique, dtype=str)
+
+
+def _read_name_file(path, *, field=0):
+    """Names from a text file (``.gz`` allowed), one per line; tab-separated lines give their ``field``-th entry
+    (the first one when the line is shorter)."""
+    try:
+        with _open_text(path) as handle:
+            lines = [line.rstrip("\r\n") for line in handle]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read names ({_one_line(exc)})") from None
+    while lines and not lines[-1]:
+        lines.pop()
+    fields = [line.split("\t") for line in lines]
+    return _make_unique([parts[field] if len(parts) > field else parts[0] for parts in fields])
+
+
+def _names_argument(names, expected, *, what, path):
+    """Names given to :func:`read_matrix` (a names file or a sequence), checked against the matrix shape."""
+    if isinstance(names, (str, os.PathLike)):
+        names_path = Path(names)
+        if not names_path.is_file():
+            raise FileNotFoundError(f"{names_path}: no such file (the {what} names for {path})")
+        names = _read_name_file(names_path)
+    else:
+        names = np.asarray([str(name) for name in names], dtype=str)
+    if len(names) != expected:
+        raise ValueError(f"{path}: {len(names)} {what} names given for a matrix with {expected} {what}s")
+    return names
+
+
+def _format_of(path):
+    if path.is_dir():
+        return "10x"
+    lower = path.name.lower()
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if lower.endswith(suffix):
+            return _SUFFIXES[suffix]
+    supported = ", ".join(_SUFFIXES)
+    raise ValueError(
+        f"{path}: unknown file type; supported: {supported}, or a 10x folder (matrix.mtx + barcodes)"
+    )
+
+
+def _read_table(path, sep):
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("reading .csv/.tsv files needs pandas: pip install conjoined[singlecell]") from None
+    try:
+        frame = pd.read_csv(path, sep=sep, header=0)
+    except Exception as exc:  # noqa: BLE001 - any parse failure becomes one line naming the file
+        raise ValueError(f"{path}: cannot parse as a table ({_one_line(exc)})") from None
+    if frame.shape[1] == 0:
+        raise ValueError(f"{path}: the table has no columns")
+    row_names = None
+    if not pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
+        row_names = _make_unique(frame.iloc[:, 0].astype(str))
+        frame = frame.iloc[:, 1:]
+    for name in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[name]):
+            raise ValueError(
+                f"{path}: column {name!r} is not numeric (only the first column may hold row names)"
+            )
+    if frame.shape[0] == 0 or frame.shape[1] == 0:
+        raise ValueError(f"{path}: the table holds no values (shape {frame.shape})")
+    return frame.to_numpy(), row_names, _make_unique(frame.columns.astype(str))
+
+
+def _read_mtx(path):
+    try:
+        return sp.csr_matrix(scipy.io.mmread(str(path)))
+    except Exception as exc:  # noqa: BLE001
+        raise ValueError(f"{path}: cannot parse as MatrixMarket ({_one_line(exc)})") from None
+
+
+def _first_existing(folder, names):
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def _read_10x(folder):
+    """10x folder: matrix.mtx(.gz) is genes x cells; names from features/genes.tsv(.gz) (symbol column, made unique)
+    and barcodes.tsv(.gz)."""
+    matrix_path = _first_existing(folder, ["matrix.mtx.gz", "matrix.mtx"])
+    if matrix_path is None:
+        raise ValueError(f"{folder}: a folder must be a 10x output with matrix.mtx or matrix.mtx.gz")
+    X = _read_mtx(matrix_path)
+    features = _first_existing(folder, ["features.tsv.gz", "features.tsv", "genes.tsv.gz", "genes.tsv"])
+    barcodes = _first_existing(folder, ["barcodes.tsv.gz", "barcodes.tsv"])
+    row_names = None if features is None else _read_name_file(features, field=1)
+    column_names = None if barcodes is None else _read_name_file(barcodes)
+    checks = ((row_names, features, "rows", X.shape[0]), (column_names, barcodes, "columns", X.shape[1]))
+    for names, source, axis, size in checks:
+        if names is not None and len(names) != size:
+            raise ValueError(f"{source}: {len(names)} names but {matrix_path.name} has {size} {axis}")
+    return X, row_names, column_names
+
+
+def _read_npz(path):
+    try:
+        return sp.csr_matrix(sp.load_npz(path))
+    except Exception as exc:  # noqa: BLE001
+        raise ValueError(
+            f"{path}: not a scipy.sparse .npz file (write one with scipy.sparse.save_npz) ({_one_line(exc)})"
+        ) from None
+
+
+def _non_integer_example(matrix):
+    """A non-integer stored value of ``matrix``, or None when every value is a whole number."""
+    values = matrix.data if sp.issparse(matrix) else np.asarray(matrix)
+    bad = values[values != np.round(values)]
+    return None if bad.size == 0 else float(bad.flat[0])
+
+
+def _read_h5ad(path, layer):
+    """AnnData is cells x genes; return genes x cells with var_names as rows and obs_names as columns."""
+    try:
+        import anndata
+    except ImportError:
+        raise ImportError("reading .h5ad files needs anndata: pip install conjoined[singlecell]") from None
+    try:
+        adata = anndata.read_h5ad(path)
+    except Exception as exc:  # noqa: BLE001
+        raise ValueError(f"{path}: cannot read as AnnData ({_one_line(exc)})") from None
+    choices = list(adata.layers.keys()) + (["raw"] if adata.raw is not None else [])
+    if layer is None:
+        matrix, var_names, what = adata.X, adata.var_names, "X"
+    elif layer in adata.layers:
+        matrix, var_names, what = adata.layers[layer], adata.var_names, f"layers[{layer!r}]"
+    elif layer == "raw" and adata.raw is not None:
+        matrix, var_names, what = adata.raw.X, adata.raw.var_names, "raw.X"
+    else:
+        raise ValueError(
+            f"{path}: no layer {layer!r}; available: X (the default){''.join(', ' + c for c in choices)}"
+        )
+    if matrix is None:
+        raise ValueError(f"{path}: {what} is empty; choose a layer among {choices or ['(none)']}")
+    example = _non_integer_example(matrix)
+    if example is not None:
+        hint = f"layers: {list(adata.layers.keys())}" if len(adata.layers) else "no layers"
+        if adata.raw is not None and what != "raw.X":
+            hint = f".raw exists: try layer='raw' ({hint})"
+        raise ValueError(
+            f"{path}: {what} holds non-integer values (e.g. {example:g}): it looks normalised or log-transformed, "
+            f"and CDP needs raw counts; {hint}"
+        )
+    X = sp.csr_matrix(matrix.T) if sp.issparse(matrix) else np.ascontiguousarray(np.asarray(matrix).T)
+    return X, np.asarray(var_names, dtype=str), np.asarray(adata.obs_names, dtype=str)
+
+
+def _is_numeric_matrix(value):
+    """A 2-d numeric matrix with both dimensions > 1 (vectors and scalars are not candidates)."""
+    if sp.issparse(value):
+        return min(value.shape) > 1
+    return (
+        isinstance(value, np.ndarray)
+        and value.ndim == 2
+        and value.dtype.kind in "biuf"
+        and min(value.shape) > 1
+    )
+
+
+def _read_mat(path, variable):
+    try:
+        contents = scipy.io.loadmat(str(path))
+    except NotImplementedError:
+        raise ValueError(
+            f"{path}: MATLAB v7.3 (HDF5) files are not supported; save with -v7 or convert to .h5ad/.mtx"
+        ) from None
+    except Exception as exc:  # noqa: BLE001
+        raise ValueError(f"{path}: cannot parse as a MATLAB file ({_one_line(exc)})") from None
+    candidates = sorted(
+        key for key, value in contents.items() if not key.startswith("__") and _is_numeric_matrix(value)
+    )
+    if variable is None:
+        if len(candidates) != 1:
+            raise ValueError(
+                f"{path}: {len(candidates)} matrix variables ({', '.join(candidates) or 'none'}); choose one with "
+                "variable= (--variable)"
+            )
+        variable = candidates[0]
+    elif variable not in contents or variable.startswith("__"):
+        raise ValueError(
+            f"{path}: no variable {variable!r}; matrix variables: {', '.join(candidates) or 'none'}"
+        )
+    elif variable not in candidates:
+        raise ValueError(
+            f"{path}: variable {variable!r} is not a 2-d numeric matrix; candidates: {candidates}"
+        )
+    value = contents[variable]
+    return sp.csr_matrix(value) if sp.issparse(value) else np.ascontiguousarray(value)
+
+
+def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names=None):
+    """Read a count matrix (rows = features such as genes or words, columns = samples such as cells or documents).
+
+    Formats, chosen by the extension:
+
+    - ``.csv``/``.tsv`` (optionally ``.gz``): the header gives the column names; the first column gives the row
+      names when it is non-numeric (pandas). Dense.
+    - ``.mtx``/``.mtx.gz``: MatrixMarket, kept as stored. Sparse.
+    - a folder holding a 10x output: ``matrix.mtx(.gz)`` (genes x cells), ``features.tsv(.gz)`` or
+      ``genes.tsv(.gz)`` (row names: the gene symbols, made unique) and ``barcodes.tsv(.gz)`` (column names).
+    - ``.npz``: written by ``scipy.sparse.save_npz``. Sparse.
+    - ``.h5ad``: AnnData (cells x genes) returned transposed, genes x cells, with ``var_names`` as rows and
+      ``obs_names`` as columns. ``layer`` picks ``adata.layers[layer]`` (``"raw"``: ``adata.raw.X``); default X.
+    - ``.mat``: MATLAB v5 (``scipy.io.loadmat``); ``variable`` names the matrix, needed unless the file holds
+      exactly one 2-d numeric variable with both dimensions > 1.
+
+    Parameters
+    ----------
+    path : str or Path
+    layer : str, optional
+        AnnData only.
+    variable : str, optional
+        MATLAB only.
+    row_names, column_names : str, Path or sequence of str, optional
+        Names replacing those of the file: a text file (``.gz`` allowed) with one name per line (first
+        tab-separated field), or the names themselves. Their count must match the matrix.
+
+    Returns
+    -------
+    LabeledMatrix
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` (or a names file) does not exist.
+    ValueError
+        Unknown extension, a file that does not parse, an ambiguous or absent variable/layer, names of the wrong
+        length, or an AnnData matrix with non-integer values; the message names the file and the problem.
+    ImportError
+        pandas (tables) or anndata (.h5ad) is not installed.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    source_format = _format_of(path)
+    if layer is not None and source_format != "h5ad":
+        raise ValueError(f"{path}: layer= applies to .h5ad files only")
+    if variable is not None and source_format != "mat":
+        raise ValueError(f"{path}: variable= applies to .mat files only")
+    file_row_names = file_column_names = None
+    if source_format in ("csv", "tsv"):
+        X, file_row_names, file_column_names = _read_table(path, "," if source_format == "csv" else "\t")
+    elif source_format == "mtx":
+        X = _read_mtx(path)
+    elif source_format == "10x":
+        X, file_row_names, file_column_names = _read_10x(path)
+    elif source_format == "npz":
+        X = _read_npz(path)
+    elif source_format == "h5ad":
+        X, file_row_names, file_column_names = _read_h5ad(path, layer)
+    else:
+        X = _read_mat(path, variable)
+    if row_names is not None:
+        file_row_names = _names_argument(row_names, X.shape[0], what="row", path=path)
+    if column_names is not None:
+        file_column_names = _names_argument(column_names, X.shape[1], what="column", path=path)
+    return LabeledMatrix(X, file_row_names, file_column_names, source_format)
+
+
+@contextlib.contextmanager
+def atomic_output_dir(path, force=False):
+    """Write a results directory all at once: yield a temporary sibling directory, move it into place on success.
+
+    Parameters
+    ----------
+    path : str or Path
+        The final directory. Missing parent directories are created (and removed again on failure).
+    force : bool
+        Replace an existing ``path``, but only once the block has succeeded.
+
+    Yields
+    ------
+    Path
+        The temporary directory to write into (same parent as ``path``, so the final move is a rename).
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists and ``force`` is False, raised before anything is written.
+
+    If the block raises, the temporary directory (and any parent created for it) is removed and the exception
+    propagates; an existing ``path`` is left untouched.
+    """
+    path = Path(path)
+    if (path.exists() or path.is_symlink()) and not force:
+        raise FileExistsError(
+            f"{path} already exists; choose another output directory or use force (--force)"
+        )
+    parent = path.absolute().parent
+    created_parents = []
+    ancestor = parent
+    while not ancestor.exists():
+        created_parents.append(ancestor)
+        ancestor = ancestor.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = parent / f".{path.name}.partial-{uuid.uuid4().hex[:12]}"
+    staging.mkdir()
+    try:
+        yield staging
+        if path.exists() or path.is_symlink():
+            previous = parent / f".{path.name}.replaced-{uuid.uuid4().hex[:12]}"
+            os.replace(path, previous)
+            try:
+                os.replace(staging, path)
+            except OSError:
+                os.replace(previous, path)
+                raise
+            if previous.is_dir() and not previous.is_symlink():
+                shutil.rmtree(previous)
+            else:
+                previous.unlink()
+        else:
+            os.replace(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for directory in created_parents:  # deepest first; stops at one that is no longer empty
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _json_default(value):
+    """JSON form of numpy scalars and arrays and of paths."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def write_json(path, obj):
+    """Write ``obj`` as indented JSON (numpy scalars and arrays converted), ending with a newline."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(obj, handle, indent=2, default=_json_default)
+        handle.write("\n")
+
+
+def write_table_csv(path, array, row_names=None, column_names=None):
+    """Write a 2-d array as CSV: a header of column names, then one line per row starting with its name.
+
+    Parameters
+    ----------
+    path : str or Path
+    array : array-like, shape (n_rows, n_cols)
+        Dense values; bools are written as 0/1.
+    row_names, column_names : sequence of str, optional
+        Default: the indices 0..n-1.
+    """
+    array = np.asarray(array)
+    if array.ndim != 2:
+        raise ValueError(f"write_table_csv needs a 2-d array, got shape {array.shape}")
+    if array.dtype == bool:
+        array = array.astype(np.int8)
+    n_rows, n_cols = array.shape
+    row_names = range(n_rows) if row_names is None else row_names
+    column_names = range(n_cols) if column_names is None else column_names
+    if len(row_names) != n_rows or len(column_names) != n_cols:
+        raise ValueError(
+            f"{len(row_names)} row names and {len(column_names)} column names for an array of shape {array.shape}"
+        )
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["", *(str(name) for name in column_names)])
+        for name, values in zip(row_names, array.tolist()):
+            writer.writerow([str(name), *values])

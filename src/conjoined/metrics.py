@@ -1,0 +1,117 @@
+"""Scores comparing found biclusters with true ones.
+
+A set of biclusters is given as a ``(rows, columns)`` pair of bool arrays of shapes (n_biclusters, n_rows) and
+(n_biclusters, n_cols), the format of :func:`sklearn.metrics.consensus_score` and of ``model.biclusters_``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics import consensus_score
+
+__all__ = ["consensus_score", "jaccard_score", "recovery_score", "relevance_score"]
+
+
+def _check_biclusters(biclusters, name):
+    """``(rows, columns)`` as 2-d bool arrays with one line per bicluster (empty input: no bicluster)."""
+    try:
+        rows, columns = biclusters
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a (rows, columns) pair of bool arrays") from None
+    rows = np.asarray(rows, dtype=bool)
+    columns = np.asarray(columns, dtype=bool)
+    if rows.size == 0 and columns.size == 0:
+        return np.zeros((0, 0), dtype=bool), np.zeros((0, 0), dtype=bool)
+    if rows.ndim != 2 or columns.ndim != 2 or rows.shape[0] != columns.shape[0]:
+        raise ValueError(
+            f"{name}: rows and columns must be 2-d with one line per bicluster, got shapes {rows.shape} and "
+            f"{columns.shape}"
+        )
+    return rows, columns
+
+
+def _check_pair(found, truth):
+    """Validated (found, truth); ValueError if both are non-empty and describe different matrix shapes."""
+    found = _check_biclusters(found, "found")
+    truth = _check_biclusters(truth, "truth")
+    if len(found[0]) and len(truth[0]):
+        for what, a, b in (("rows", found[0], truth[0]), ("columns", found[1], truth[1])):
+            if a.shape[1] != b.shape[1]:
+                raise ValueError(
+                    f"found and truth describe different numbers of {what}: {a.shape[1]} vs {b.shape[1]}"
+                )
+    return found, truth
+
+
+def _jaccard_from_sizes(intersection, size_a, size_b):
+    """|a ∩ b| / |a ∪ b| from the intersection sizes (n_a, n_b) and the set sizes; 0 where both sets are empty."""
+    union = size_a[:, None] + size_b[None, :] - intersection
+    return np.divide(intersection, union, out=np.zeros(intersection.shape), where=union > 0)
+
+
+def _row_jaccard(a, b):
+    """Jaccard index between the row sets of every bicluster of ``a`` and of ``b``, shape (n_a, n_b)."""
+    a, b = a[0].astype(np.int64), b[0].astype(np.int64)
+    return _jaccard_from_sizes(a @ b.T, a.sum(axis=1), b.sum(axis=1))
+
+
+def _cell_jaccard(a, b):
+    """Jaccard index between the cell sets (rows x columns) of every bicluster of ``a`` and of ``b``."""
+    (a_rows, a_columns), (b_rows, b_columns) = ((m.astype(np.int64) for m in pair) for pair in (a, b))
+    intersection = (a_rows @ b_rows.T) * (a_columns @ b_columns.T)
+    a_size = a_rows.sum(axis=1) * a_columns.sum(axis=1)
+    b_size = b_rows.sum(axis=1) * b_columns.sum(axis=1)
+    return _jaccard_from_sizes(intersection, a_size, b_size)
+
+
+def _mean_best_match(similarity):
+    """Mean over the lines of the best similarity in that line."""
+    return float(similarity.max(axis=1).mean())
+
+
+def jaccard_score(found, truth):
+    """The paper's score: symmetric mean best-match Jaccard index between biclusters as sets of cells.
+
+    ``S(A, B) = mean over a in A of max over b in B of |a ∩ b| / |a ∪ b|`` and
+    ``J = min(S(found, truth), S(truth, found))``; 0.0 if either set of biclusters is empty.
+
+    Parameters
+    ----------
+    found, truth : (rows, columns)
+        Bool arrays of shapes (n_biclusters, n_rows) and (n_biclusters, n_cols).
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    found, truth = _check_pair(found, truth)
+    if not (len(found[0]) and len(truth[0])):
+        return 0.0
+    similarity = _cell_jaccard(found, truth)
+    return min(_mean_best_match(similarity), _mean_best_match(similarity.T))
+
+
+def relevance_score(found, truth):
+    """Average bicluster relevance of Prelic et al. (2006): ``S_G(found, truth)``.
+
+    For each found bicluster, the best Jaccard index between its row set and the row set of a true bicluster,
+    averaged over the found biclusters (the paper's gene-dimension match score: columns are not compared). High
+    when every found bicluster resembles some true one. 0.0 if either set is empty.
+    """
+    found, truth = _check_pair(found, truth)
+    if not (len(found[0]) and len(truth[0])):
+        return 0.0
+    return _mean_best_match(_row_jaccard(found, truth))
+
+
+def recovery_score(found, truth):
+    """Average module recovery of Prelic et al. (2006): ``S_G(truth, found)``.
+
+    For each true bicluster, the best Jaccard index between its row set and the row set of a found bicluster,
+    averaged over the true biclusters (rows only, as in the paper). High when every true bicluster is found. 0.0 if
+    either set is empty.
+    """
+    found, truth = _check_pair(found, truth)
+    if not (len(found[0]) and len(truth[0])):
+        return 0.0
+    return _mean_best_match(_row_jaccard(truth, found))

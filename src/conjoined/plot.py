@@ -1,0 +1,452 @@
+"""Figures for a fitted CDP model: the reordered matrix with its biclusters, the K traces, theta and memberships.
+
+matplotlib is imported only when a function is called (``pip install conjoined[plot]``). ``model`` is anything with
+the attributes of a fitted :class:`conjoined.CDP` that the function uses (``row_labels_``, ``column_labels_``,
+``rows_``, ``columns_``, ``theta_``, ``row_membership_``, ``column_membership_``, ``row_dpmm_``, ...). Every
+function returns the matplotlib Figure; pass ``ax`` (or ``axes``) to draw into existing axes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["plot_biclusters", "plot_k_trace", "plot_membership", "plot_theta"]
+
+_MAX_NAMED_TICKS = 100
+_MAX_CLUSTER_TICKS = 40
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError("conjoined's plots need matplotlib: pip install conjoined[plot]") from None
+    return plt
+
+
+def _new_axes(ax, figsize, ncols=1):
+    """``(figure, axes)``: the given axes, or new ones on a new figure."""
+    if ax is not None:
+        axes = np.atleast_1d(ax)
+        if axes.size != ncols:
+            raise ValueError(f"expected {ncols} axes, got {axes.size}")
+        return axes.flat[0].figure, list(axes.flat) if ncols > 1 else axes.flat[0]
+    figure, axes = _pyplot().subplots(1, ncols, figsize=figsize, layout="constrained")
+    return figure, (list(axes) if ncols > 1 else axes)
+
+
+def _display_order(labels, key=None):
+    """Positions sorted by label, label -1 (set aside) last; ties broken by ``key`` (ascending), then stably."""
+    labels = np.asarray(labels)
+    group = np.where(labels < 0, labels.max(initial=0) + 1, labels)
+    if key is None:
+        return np.argsort(group, kind="stable")
+    return np.lexsort((key, group))
+
+
+def _runs(mask):
+    """``(start, stop)`` of each run of True in a 1-d bool array."""
+    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return list(zip(edges[::2], edges[1::2]))
+
+
+def _merge_close_runs(runs, min_gap):
+    """Join runs separated by fewer than ``min_gap`` positions (below the resolution of a binned image)."""
+    merged = []
+    for start, stop in runs:
+        if merged and start - merged[-1][1] < min_gap:
+            merged[-1] = (merged[-1][0], stop)
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def _bin_matrix(n_items, order, max_bins):
+    """Sparse (n_bins, n_items) averaging matrix over consecutive displayed positions; n_bins = min(n, max_bins)."""
+    n_bins = min(n_items, max_bins)
+    bin_of_position = np.arange(n_items) * n_bins // n_items
+    bin_of_item = np.empty(n_items, dtype=np.int64)
+    bin_of_item[order] = bin_of_position
+    bin_sizes = np.bincount(bin_of_position, minlength=n_bins)
+    weights = 1.0 / bin_sizes[bin_of_item]
+    return sp.csr_matrix((weights, (bin_of_item, np.arange(n_items))), shape=(n_bins, n_items))
+
+
+def _cluster_boundaries(sorted_labels):
+    """Positions between two consecutive clusters in display order."""
+    return np.flatnonzero(sorted_labels[1:] != sorted_labels[:-1]) + 1
+
+
+def _label_ticks(set_ticks, set_labels, sorted_labels, names):
+    """Name every position when there are few, else put the cluster id at the centre of each cluster's span."""
+    n = len(sorted_labels)
+    if names is not None and n <= _MAX_NAMED_TICKS:
+        set_ticks(np.arange(n) + 0.5)
+        set_labels([str(name) for name in names], fontsize=max(4.0, min(8.0, 500.0 / n)))
+        return
+    starts = np.concatenate([[0], _cluster_boundaries(sorted_labels)])
+    if len(starts) > _MAX_CLUSTER_TICKS:
+        return
+    stops = np.concatenate([starts[1:], [n]])
+    set_ticks((starts + stops) / 2)
+    set_labels(["–" if sorted_labels[s] < 0 else str(sorted_labels[s]) for s in starts], fontsize=8)
+
+
+def plot_biclusters(
+    X,
+    model,
+    ax=None,
+    *,
+    row_names=None,
+    column_names=None,
+    max_bins=2000,
+    cmap="Greys",
+    figsize=(9.0, 6.5),
+    title=None,
+):
+    """Heatmap of X with rows and columns sorted by cluster, and the biclusters marked.
+
+    Rows are sorted by ``model.row_labels_`` and columns by ``model.column_labels_`` (label -1, set aside, last);
+    white lines separate clusters. Colour is ``log(1 + count)``. An axis longer than ``max_bins`` is shown as
+    ``max_bins`` bins of consecutive sorted positions, each the mean count of its cells, computed on the sparse
+    matrix (never densified).
+
+    Bicluster b (``model.rows_[b]`` x ``model.columns_[b]``) gets its own colour. Its members may be scattered
+    after sorting (a row can belong to several biclusters), so it is drawn twice: strips above and to the right of
+    the heatmap mark every member column and row, and the heatmap outlines each block formed by a contiguous run of
+    its sorted rows and one of its sorted columns, for runs of at least 1% of the axis (runs closer than one bin
+    are joined).
+
+    Parameters
+    ----------
+    X : array-like or scipy.sparse matrix, shape (n_rows, n_cols)
+    model : fitted CDP (or any object with row_labels_, column_labels_, rows_, columns_)
+    ax : matplotlib Axes, optional
+    row_names, column_names : sequence of str, optional
+        Tick labels when at most 100 are shown; otherwise the ticks name the clusters.
+    max_bins : int
+        Most image rows/columns drawn per axis.
+    cmap : str
+    figsize : (float, float)
+        Size of a new figure (inches).
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    if not sp.issparse(X):
+        X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
+    n_rows, n_cols = X.shape
+    row_labels = np.asarray(model.row_labels_)
+    column_labels = np.asarray(model.column_labels_)
+    if row_labels.shape != (n_rows,) or column_labels.shape != (n_cols,):
+        raise ValueError(
+            f"X has shape {X.shape} but the model has {row_labels.size} row labels and {column_labels.size} "
+            "column labels"
+        )
+    bicluster_rows = np.asarray(model.rows_, dtype=bool).reshape(-1, n_rows)
+    bicluster_columns = np.asarray(model.columns_, dtype=bool).reshape(-1, n_cols)
+    n_biclusters = len(bicluster_rows)
+    new_figure = ax is None
+    figure, ax, column_strip, row_strip, colorbar_place = _heatmap_axes(ax, figsize, n_biclusters)
+
+    row_order = _display_order(row_labels)
+    column_order = _display_order(column_labels)
+    binned = _bin_matrix(n_rows, row_order, max_bins) @ X @ _bin_matrix(n_cols, column_order, max_bins).T
+    image = np.log1p(binned.toarray() if sp.issparse(binned) else np.asarray(binned))
+    is_binned = n_rows > max_bins or n_cols > max_bins
+    shown = ax.imshow(
+        image, cmap=cmap, aspect="auto", interpolation="nearest", extent=(0, n_cols, n_rows, 0), vmin=0.0
+    )
+    sorted_row_labels = row_labels[row_order]
+    sorted_column_labels = column_labels[column_order]
+    for position in _cluster_boundaries(sorted_row_labels):
+        ax.axhline(position, color="white", linewidth=1.2)
+    for position in _cluster_boundaries(sorted_column_labels):
+        ax.axvline(position, color="white", linewidth=1.2)
+
+    colorbar = figure.colorbar(shown, fraction=0.04, **colorbar_place)
+    colorbar.set_label("log(1 + mean count per bin)" if is_binned else "log(1 + count)")
+    if n_biclusters:
+        _draw_biclusters(
+            ax,
+            column_strip,
+            row_strip,
+            bicluster_rows[:, row_order],
+            bicluster_columns[:, column_order],
+            getattr(model, "bicluster_pairs_", None),
+            max_bins,
+        )
+        legend_style = {"fontsize": 8, "frameon": False, "ncols": 2}
+        if new_figure:
+            figure.legend(loc="outside lower center", **legend_style)
+        else:
+            ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.08), **legend_style)
+
+    for set_ticks, set_labels, sorted_labels, names, order in (
+        (ax.set_yticks, ax.set_yticklabels, sorted_row_labels, row_names, row_order),
+        (ax.set_xticks, ax.set_xticklabels, sorted_column_labels, column_names, column_order),
+    ):
+        _label_ticks(
+            set_ticks, set_labels, sorted_labels, None if names is None else np.asarray(names)[order]
+        )
+    if column_names is not None and n_cols <= _MAX_NAMED_TICKS:
+        ax.tick_params(axis="x", labelrotation=90)
+    ax.set_ylabel("rows, sorted by row cluster")
+    ax.set_xlabel("columns, sorted by column cluster")
+    if title is None:
+        title = f"{n_rows} x {n_cols} matrix, {n_biclusters} bicluster(s)"
+        if is_binned:
+            title += f" (shown as {image.shape[0]} x {image.shape[1]} bins)"
+    (ax if column_strip is None else column_strip).set_title(title)
+    return figure
+
+
+def _heatmap_axes(ax, figsize, n_biclusters):
+    """``(figure, heatmap axes, column strip, row strip, colourbar placement)``; no strips without biclusters.
+
+    On a new figure the strips are grid cells above and right of the heatmap (so the layout makes room for
+    them); in given axes they are insets outside its right and top edges.
+    """
+    strip_height = min(0.04 * n_biclusters, 0.2)  # relative to the heatmap's height and width
+    strip_width = min(0.025 * n_biclusters, 0.12)
+    if ax is None:
+        figure = _pyplot().figure(figsize=figsize, layout="constrained")
+        if not n_biclusters:
+            ax = figure.add_subplot()
+            return figure, ax, None, None, {"ax": ax, "pad": 0.02}
+        grid = figure.add_gridspec(2, 2, height_ratios=(strip_height, 1), width_ratios=(1, strip_width))
+        ax = figure.add_subplot(grid[1, 0])
+        column_strip = figure.add_subplot(grid[0, 0], sharex=ax)
+        row_strip = figure.add_subplot(grid[1, 1], sharey=ax)
+        return figure, ax, column_strip, row_strip, {"ax": [ax, row_strip], "pad": 0.02}
+    if not n_biclusters:
+        return ax.figure, ax, None, None, {"ax": ax, "pad": 0.02}
+    column_strip = ax.inset_axes((0.0, 1.005, 1.0, strip_height), sharex=ax)
+    row_strip = ax.inset_axes((1.005, 0.0, strip_width, 1.0), sharey=ax)
+    return ax.figure, ax, column_strip, row_strip, {"ax": ax, "pad": 0.02 + strip_width}
+
+
+def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, pairs, max_bins):
+    """Member strips above (columns) and right of (rows) the heatmap, and outlines of the large blocks.
+
+    ``sorted_rows`` (B, n_rows) and ``sorted_columns`` (B, n_cols) are the membership masks in display order.
+    """
+    from matplotlib.patches import Rectangle
+
+    n_biclusters, n_rows = sorted_rows.shape
+    n_cols = sorted_columns.shape[1]
+    colors = _pyplot().get_cmap("tab10").colors
+    row_gap, column_gap = -(-n_rows // max_bins), -(-n_cols // max_bins)
+    for b in range(n_biclusters):
+        color = colors[b % len(colors)]
+        row_runs = _merge_close_runs(_runs(sorted_rows[b]), row_gap)
+        column_runs = _merge_close_runs(_runs(sorted_columns[b]), column_gap)
+        column_starts, column_stops = np.transpose(column_runs) if column_runs else ([], [])
+        row_starts, row_stops = np.transpose(row_runs) if row_runs else ([], [])
+        # the edge keeps a single member visible when it is narrower than a pixel
+        column_strip.barh(
+            b + 0.5,
+            np.subtract(column_stops, column_starts),
+            left=column_starts,
+            height=0.8,
+            color=color,
+            edgecolor=color,
+            linewidth=0.4,
+            align="center",
+        )
+        row_strip.bar(
+            b + 0.5,
+            np.subtract(row_stops, row_starts),
+            bottom=row_starts,
+            width=0.8,
+            color=color,
+            edgecolor=color,
+            linewidth=0.4,
+            align="center",
+        )
+        label = f"bicluster {b}: {sorted_rows[b].sum()} rows x {sorted_columns[b].sum()} columns"
+        if pairs is not None and len(pairs) == n_biclusters:
+            label += f" (k={pairs[b][0]}, l={pairs[b][1]})"
+        large_row_runs = [run for run in row_runs if run[1] - run[0] >= 0.01 * n_rows]
+        large_column_runs = [run for run in column_runs if run[1] - run[0] >= 0.01 * n_cols]
+        for r0, r1 in large_row_runs:
+            for c0, c1 in large_column_runs:
+                ax.add_patch(
+                    Rectangle(
+                        (c0, r0), c1 - c0, r1 - r0, fill=False, edgecolor=color, linewidth=2.0, zorder=3
+                    )
+                )
+        ax.plot([], [], color=color, linewidth=6, label=label)
+    column_strip.set_ylim(n_biclusters, 0)
+    column_strip.set_yticks(np.arange(n_biclusters) + 0.5, [str(b) for b in range(n_biclusters)], fontsize=6)
+    column_strip.tick_params(axis="x", bottom=False, labelbottom=False)
+    column_strip.set_ylabel("bicluster", fontsize=7)
+    row_strip.set_xlim(0, n_biclusters)
+    row_strip.set_xticks(np.arange(n_biclusters) + 0.5, [str(b) for b in range(n_biclusters)], fontsize=6)
+    row_strip.tick_params(axis="y", left=False, labelleft=False)
+    for strip in (column_strip, row_strip):
+        for spine in strip.spines.values():
+            spine.set_linewidth(0.5)
+
+
+def _plot_one_trace(ax, trace, chosen, posterior, what):
+    iterations = np.arange(1, len(trace) + 1)
+    ax.step(iterations, trace, where="mid", color="tab:blue", linewidth=1.0, label=f"{what} clusters")
+    if chosen is not None:
+        label = f"chosen K = {chosen}"
+        if posterior and chosen in posterior:
+            label += f" (posterior {posterior[chosen]:.2f})"
+        ax.axhline(chosen, color="tab:red", linestyle="--", linewidth=1.2, label=label)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("number of clusters K")
+    ax.set_title(f"{what.capitalize()} DPMM")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlim(1, max(len(trace), 2))
+    ax.legend(loc="best", fontsize=8)
+
+
+def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0)):
+    """Number of clusters at each iteration of the row and the column DP mixtures (two panels).
+
+    Uses ``model.row_dpmm_.n_clusters_trace_`` and ``model.column_dpmm_.n_clusters_trace_``; a dashed line marks
+    ``n_row_clusters_`` / ``n_column_clusters_`` with its posterior probability from ``row_k_posterior_`` /
+    ``column_k_posterior_`` when the model has them.
+
+    Parameters
+    ----------
+    model : fitted CDP
+    axes : pair of matplotlib Axes, optional
+    figsize : (float, float)
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    figure, (row_ax, column_ax) = _new_axes(axes, figsize, ncols=2)
+    for ax, side in ((row_ax, "row"), (column_ax, "column")):
+        _plot_one_trace(
+            ax,
+            np.asarray(getattr(model, f"{side}_dpmm_").n_clusters_trace_),
+            getattr(model, f"n_{side}_clusters_", None),
+            getattr(model, f"{side}_k_posterior_", None),
+            side,
+        )
+    return figure
+
+
+def plot_theta(model, ax=None, *, annotate=None, figsize=(6.5, 5.0), cmap="viridis"):
+    """Heatmap of ``model.theta_`` (K_r x K_c), the joint probability of a token's row and column clusters.
+
+    Values are written in the cells when ``annotate`` (default: at most 100 cells); the pairs of
+    ``model.bicluster_pairs_`` (if present) are outlined in red.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    theta = np.asarray(model.theta_, dtype=np.float64)
+    if theta.ndim != 2:
+        raise ValueError(f"theta_ must be 2-dimensional, got shape {theta.shape}")
+    n_row_clusters, n_column_clusters = theta.shape
+    figure, ax = _new_axes(ax, figsize)
+    shown = ax.imshow(theta, cmap=cmap, aspect="auto", interpolation="nearest", vmin=0.0)
+    figure.colorbar(shown, ax=ax, fraction=0.05, pad=0.02).set_label("θ[k, l]")
+    if annotate is None:
+        annotate = theta.size <= 100
+    if annotate:
+        threshold = 0.5 * (theta.max() + theta.min())
+        fontsize = max(6.0, min(10.0, 80.0 / max(n_row_clusters, n_column_clusters)))
+        for (k, l), value in np.ndenumerate(theta):
+            ax.text(
+                l,
+                k,
+                f"{value:.3f}",
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+                color="black" if value > threshold else "white",
+            )
+    pairs = getattr(model, "bicluster_pairs_", None)
+    if pairs is not None and len(pairs):
+        from matplotlib.patches import Rectangle
+
+        for b, (k, l) in enumerate(np.asarray(pairs)):
+            ax.add_patch(
+                Rectangle(
+                    (l - 0.5, k - 0.5),
+                    1,
+                    1,
+                    fill=False,
+                    edgecolor="tab:red",
+                    linewidth=2.0,
+                    label="bicluster pair" if b == 0 else None,
+                )
+            )
+        ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.12), fontsize=8, frameon=False)
+    for set_ticks, n in ((ax.set_yticks, n_row_clusters), (ax.set_xticks, n_column_clusters)):
+        if n <= _MAX_CLUSTER_TICKS:
+            set_ticks(np.arange(n))
+    ax.set_xlabel("column cluster l")
+    ax.set_ylabel("row cluster k")
+    ax.set_title(f"θ: joint probability of row and column clusters ({n_row_clusters} x {n_column_clusters})")
+    return figure
+
+
+def _plot_one_membership(ax, membership, labels, what, max_bins):
+    membership = np.asarray(membership, dtype=np.float64)
+    labels = np.asarray(labels)
+    n_items, n_clusters = membership.shape
+    if labels.shape != (n_items,):
+        raise ValueError(
+            f"{what}_membership_ has {n_items} {what}s but there are {labels.size} {what} labels"
+        )
+    own = membership[np.arange(n_items), np.clip(labels, 0, n_clusters - 1)]
+    order = _display_order(labels, key=-own)
+    # averaging bins of consecutive sorted items: imshow's own down-sampling would blur across clusters
+    image = np.asarray(_bin_matrix(n_items, order, max_bins) @ membership)
+    shown = ax.imshow(
+        image,
+        cmap="viridis",
+        aspect="auto",
+        interpolation="nearest",
+        vmin=0.0,
+        vmax=1.0,
+        extent=(-0.5, n_clusters - 0.5, n_items, 0),
+    )
+    sorted_labels = labels[order]
+    for position in _cluster_boundaries(sorted_labels):
+        ax.axhline(position, color="white", linewidth=0.6)
+    _label_ticks(ax.set_yticks, ax.set_yticklabels, sorted_labels, None)
+    if n_clusters <= _MAX_CLUSTER_TICKS:
+        ax.set_xticks(np.arange(n_clusters))
+    ax.set_xlabel(f"{what} cluster")
+    ax.set_ylabel(f"{what}s, sorted by cluster (label on the axis)")
+    ax.set_title(f"{what.capitalize()} membership ({n_items} {what}s x {n_clusters} clusters)")
+    return shown
+
+
+def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0)):
+    """``row_membership_`` and ``column_membership_`` as heatmaps (share of each row's/column's tokens per
+    cluster), items sorted by label (-1 last) and, within a cluster, by their membership in it.
+
+    More than ``max_bins`` items are drawn as ``max_bins`` bins of consecutive sorted items (their mean).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    figure, (row_ax, column_ax) = _new_axes(axes, figsize, ncols=2)
+    _plot_one_membership(row_ax, model.row_membership_, model.row_labels_, "row", max_bins)
+    shown = _plot_one_membership(
+        column_ax, model.column_membership_, model.column_labels_, "column", max_bins
+    )
+    figure.colorbar(shown, ax=[row_ax, column_ax], fraction=0.04, pad=0.02).set_label(
+        "membership (share of tokens)"
+    )
+    return figure

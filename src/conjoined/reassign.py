@@ -1,0 +1,440 @@
+"""Token reassignment: the dual-topic collapsed Gibbs sampler of CDP (DESIGN.md sec 1 step 3) and of DT2B.
+
+Every unit count of a count matrix ``X`` is a *token* at its cell ``(i, j)``; each token carries a row topic ``k``
+(0..K_r-1) and a column topic ``l`` (0..K_c-1). With ``theta ~ Dirichlet(lam)`` over the K_r*K_c pairs and the
+topic distributions ``phi_r[k] ~ Dirichlet(a_r)`` over the n_R rows and ``phi_c[l] ~ Dirichlet(a_c)`` over the n_C
+columns integrated out, the allocation ``z`` of all tokens has the collapsed probability
+
+    P(z) ∝ prod_kl Gamma(n_kl + lam)
+           * prod_k [prod_i Gamma(n_ik + a_r) / Gamma(n_k + n_R a_r)]
+           * prod_l [prod_j Gamma(n_jl + a_c) / Gamma(n_l + n_C a_c)]
+
+(``n_kl`` tokens with pair (k, l), ``n_ik`` tokens of row i with row topic k, ``n_k = sum_i n_ik``; likewise for
+columns). Moving one token of cell (i, j) to (k, l) multiplies each Gamma by its argument, which gives the single
+token conditional
+
+    p(k, l | rest) ∝ (n_kl + lam) (n_ik + a_r) (n_jl + a_c) / ((n_k + n_R a_r) (n_l + n_C a_c))
+
+with the counts excluding that token.
+
+Block update of a cell. All ``c`` tokens of a cell are removed at once; ``p0`` is the conditional above computed
+from the remaining counts. For ``c == 1`` the token is drawn from ``p0`` (plain Gibbs). For ``c > 1`` a new
+allocation ``m'`` (``m_kl`` tokens of the cell on pair (k, l)) is proposed from ``Multinomial(c, p0)`` and accepted
+with probability ``min(1, w(m') / w(m))``, where
+
+    log w(m) = sum_kl [lgamma(n_kl + lam + m_kl) - lgamma(n_kl + lam) - m_kl log(n_kl + lam)]
+             + sum_k  [lgamma(n_ik + a_r + m_k) - lgamma(n_ik + a_r) - m_k log(n_ik + a_r)]
+             - sum_k  [lgamma(D_k + m_k) - lgamma(D_k) - m_k log D_k]          (D_k = n_k + n_R a_r)
+             + the same two terms for the columns,
+
+is the ratio of the exact conditional of the cell's allocation to the proposal (the multinomial coefficients and
+the normaliser of ``p0`` cancel). This is an exact Metropolis-Hastings-within-Gibbs step, so the chain keeps the
+collapsed posterior invariant while a sweep costs O(nnz * K_r * K_c + total count) instead of
+O(total count * K_r * K_c). Only pairs, row topics and column topics with ``m > 0`` contribute to ``w``.
+
+Tokens are stored as pair ids ``k * K_c + l`` grouped by cell in CSR order (``offsets`` is the cumulative sum of
+the cell counts), as int16 when K_r*K_c fits, else int32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+from scipy.special import gammaln
+from sklearn.utils import check_random_state
+
+from ._validation import check_int, check_matrix, check_positive
+
+__all__ = ["TokenCounts", "reassign_tokens", "collapsed_log_probability"]
+
+_METHODS = ("gibbs", "paper-code")
+_INITS = ("labels", "random")
+
+
+class TokenCounts(NamedTuple):
+    """Token tallies of a topic allocation.
+
+    n_kl : ndarray of int64, shape (K_r, K_c)
+        Tokens whose (row topic, column topic) pair is (k, l).
+    n_ik : ndarray of int64, shape (n_rows, K_r)
+        Tokens of row i whose row topic is k.
+    n_jl : ndarray of int64, shape (n_cols, K_c)
+        Tokens of column j whose column topic is l.
+    """
+
+    n_kl: np.ndarray
+    n_ik: np.ndarray
+    n_jl: np.ndarray
+
+
+# --------------------------------------------------------------------------------------------------------------
+# numba kernels
+# --------------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_rising_excess(x, m, sign, log_part, scale):
+    """Add ``sign * log(Gamma(x + m) / (Gamma(x) x**m))`` (= sign * sum_{t<m} log(1 + t/x)) to the running value
+    ``log_part + log(scale)``; returns the new (log_part, scale).
+
+    Short products go into ``scale`` so that a whole block weight costs about one log instead of one per term.
+    """
+    if m <= 1:
+        return log_part, scale
+    if m <= 16 and 1e-3 <= x <= 1e12:
+        # prod_{t<m} (x + t) / x**(m-1): one division; both stay far inside the float64 range for these x, m.
+        rising = 1.0
+        power = 1.0
+        for t in range(1, m):
+            rising *= x + t
+            power *= x
+        scale = scale * rising / power if sign > 0 else scale * power / rising
+        if scale > 1e100 or scale < 1e-100:
+            return log_part + math.log(scale), 1.0
+        return log_part, scale
+    return log_part + sign * (math.lgamma(x + m) - math.lgamma(x) - m * math.log(x)), scale
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _log_block_weight(
+    tokens, start, stop, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass, col_prior_mass,
+    pair_tally, row_tally, col_tally,
+):
+    """log w(m) of the module docstring for the allocation ``tokens[start:stop]`` (pair ids) of cell (i, j).
+
+    The counts exclude the cell. The tally arrays must be zero on entry and are zero again on return.
+    """
+    n_col_topics = n_kl.shape[1]
+    for t in range(start, stop):
+        pair = tokens[t]
+        k = pair // n_col_topics
+        pair_tally[pair] += 1
+        row_tally[k] += 1
+        col_tally[pair - k * n_col_topics] += 1
+    log_part = 0.0
+    scale = 1.0
+    for t in range(start, stop):
+        pair = tokens[t]
+        k = pair // n_col_topics
+        l = pair - k * n_col_topics
+        m = pair_tally[pair]
+        if m > 0:
+            log_part, scale = _add_rising_excess(n_kl[k, l] + lam, m, 1, log_part, scale)
+            pair_tally[pair] = 0
+        m = row_tally[k]
+        if m > 0:
+            log_part, scale = _add_rising_excess(n_ik[i, k] + a_r, m, 1, log_part, scale)
+            log_part, scale = _add_rising_excess(n_k[k] + row_prior_mass, m, -1, log_part, scale)
+            row_tally[k] = 0
+        m = col_tally[l]
+        if m > 0:
+            log_part, scale = _add_rising_excess(n_jl[j, l] + a_c, m, 1, log_part, scale)
+            log_part, scale = _add_rising_excess(n_l[l] + col_prior_mass, m, -1, log_part, scale)
+            col_tally[l] = 0
+    return log_part + math.log(scale)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _move_cell_tokens(tokens, start, stop, i, j, sign, n_kl, n_ik, n_jl, n_k, n_l):
+    """Add (sign=+1) or remove (sign=-1) the tokens ``tokens[start:stop]`` (pair ids) of cell (i, j)."""
+    n_col_topics = n_kl.shape[1]
+    for t in range(start, stop):
+        pair = tokens[t]
+        k = pair // n_col_topics
+        l = pair - k * n_col_topics
+        n_kl[k, l] += sign
+        n_ik[i, k] += sign
+        n_jl[j, l] += sign
+        n_k[k] += sign
+        n_l[l] += sign
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _draw_from_cumulative(cumulative):
+    """Index drawn with probabilities proportional to the increments of the non-decreasing ``cumulative``."""
+    u = np.random.random() * cumulative[-1]
+    low = 0
+    high = cumulative.shape[0] - 1
+    while low < high:
+        middle = (low + high) >> 1
+        if cumulative[middle] > u:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+@njit(cache=True, nogil=True)
+def _gibbs_sweep(
+    indptr, indices, cell_counts, offsets, pairs, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, max_cell_count,
+    seed,
+):
+    """One sweep of the per-cell block update over every cell with tokens, in CSR order; updates in place."""
+    np.random.seed(seed)
+    n_rows, n_row_topics = n_ik.shape
+    n_col_topics = n_jl.shape[1]
+    row_prior_mass = n_rows * a_r
+    col_prior_mass = n_jl.shape[0] * a_c
+    cumulative = np.empty(n_row_topics * n_col_topics)
+    row_factor = np.empty(n_row_topics)
+    col_factor = np.empty(n_col_topics)
+    proposal = np.empty(max_cell_count, dtype=pairs.dtype)
+    pair_tally = np.zeros(n_row_topics * n_col_topics, dtype=np.int64)
+    row_tally = np.zeros(n_row_topics, dtype=np.int64)
+    col_tally = np.zeros(n_col_topics, dtype=np.int64)
+    for i in range(n_rows):
+        for cell in range(indptr[i], indptr[i + 1]):
+            c = cell_counts[cell]
+            if c == 0:
+                continue
+            j = indices[cell]
+            start = offsets[cell]
+            stop = start + c
+            _move_cell_tokens(pairs, start, stop, i, j, -1, n_kl, n_ik, n_jl, n_k, n_l)
+            for k in range(n_row_topics):
+                row_factor[k] = (n_ik[i, k] + a_r) / (n_k[k] + row_prior_mass)
+            for l in range(n_col_topics):
+                col_factor[l] = (n_jl[j, l] + a_c) / (n_l[l] + col_prior_mass)
+            total = 0.0
+            for k in range(n_row_topics):
+                for l in range(n_col_topics):
+                    total += (n_kl[k, l] + lam) * row_factor[k] * col_factor[l]
+                    cumulative[k * n_col_topics + l] = total
+            if c == 1:
+                pairs[start] = _draw_from_cumulative(cumulative)
+            else:
+                for t in range(c):
+                    proposal[t] = _draw_from_cumulative(cumulative)
+                log_ratio = _log_block_weight(
+                    proposal, 0, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
+                    col_prior_mass, pair_tally, row_tally, col_tally,
+                ) - _log_block_weight(
+                    pairs, start, stop, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
+                    col_prior_mass, pair_tally, row_tally, col_tally,
+                )
+                if log_ratio >= 0.0 or np.random.random() < math.exp(log_ratio):
+                    for t in range(c):
+                        pairs[start + t] = proposal[t]
+            _move_cell_tokens(pairs, start, stop, i, j, 1, n_kl, n_ik, n_jl, n_k, n_l)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _leave_one_out_label(label_counts, own_label):
+    """A label drawn from ``label_counts`` minus one token of ``own_label``; ``own_label`` if no other token."""
+    n_others = label_counts.sum() - 1
+    if n_others <= 0:
+        return own_label
+    u = np.random.random() * n_others
+    running = 0.0
+    for label in range(label_counts.shape[0]):
+        running += label_counts[label] - (1 if label == own_label else 0)
+        if u < running:
+            return label
+    return own_label
+
+
+@njit(cache=True, nogil=True)
+def _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, n_ik, n_jl, seed):
+    """The authors' reassignment: every token's row topic is redrawn from the row topics of its row's other
+    tokens, and its column topic from the column topics of its column's other tokens (all draws use the
+    labels from before the pass). Updates ``pairs`` in place; the caller recounts."""
+    np.random.seed(seed)
+    n_col_topics = n_jl.shape[1]
+    for i in range(n_ik.shape[0]):
+        for cell in range(indptr[i], indptr[i + 1]):
+            j = indices[cell]
+            for t in range(offsets[cell], offsets[cell] + cell_counts[cell]):
+                k = pairs[t] // n_col_topics
+                l = pairs[t] - k * n_col_topics
+                new_k = _leave_one_out_label(n_ik[i], k)
+                new_l = _leave_one_out_label(n_jl[j], l)
+                pairs[t] = new_k * n_col_topics + new_l
+
+
+@njit(cache=True, nogil=True)
+def _tally(indptr, indices, cell_counts, offsets, pairs, n_kl, n_ik, n_jl):
+    """Fill the (zeroed) count arrays from the token pair ids."""
+    n_col_topics = n_kl.shape[1]
+    for i in range(n_ik.shape[0]):
+        for cell in range(indptr[i], indptr[i + 1]):
+            j = indices[cell]
+            for t in range(offsets[cell], offsets[cell] + cell_counts[cell]):
+                k = pairs[t] // n_col_topics
+                l = pairs[t] - k * n_col_topics
+                n_kl[k, l] += 1
+                n_ik[i, k] += 1
+                n_jl[j, l] += 1
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Python API
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _check_labels(labels, n_items, n_clusters, name, items):
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.shape[0] != n_items:
+        raise ValueError(f"{name} must be a 1-d array with one label per {items} ({n_items}), got shape {labels.shape}")
+    if labels.size and not (np.issubdtype(labels.dtype, np.integer) or np.all(labels == np.round(labels))):
+        raise ValueError(f"{name} must hold integers")
+    labels = labels.astype(np.int64)
+    bad = np.flatnonzero((labels < -1) | (labels >= n_clusters))
+    if bad.size:
+        raise ValueError(
+            f"{name} must lie in 0..{n_clusters - 1} (or -1 for a {items} set aside); "
+            f"{name}[{bad[0]}] = {labels[bad[0]]}"
+        )
+    return labels
+
+
+def _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters):
+    return TokenCounts(
+        np.zeros((n_row_clusters, n_column_clusters), dtype=np.int64),
+        np.zeros((n_rows, n_row_clusters), dtype=np.int64),
+        np.zeros((n_cols, n_column_clusters), dtype=np.int64),
+    )
+
+
+def reassign_tokens(
+    X,
+    row_labels,
+    column_labels,
+    n_row_clusters,
+    n_column_clusters,
+    *,
+    a_r,
+    a_c,
+    lam,
+    n_sweeps,
+    method="gibbs",
+    init="labels",
+    random_state=None,
+    callback=None,
+):
+    """Allocate every token of ``X`` to a (row topic, column topic) pair and resample the allocation.
+
+    Parameters
+    ----------
+    X : array-like or sparse matrix of non-negative integer counts, shape (n_rows, n_cols)
+    row_labels : array-like of int, shape (n_rows,)
+        Row cluster of each row in 0..n_row_clusters-1, or -1 for a row set aside: its tokens are left out of the
+        model. With ``init="random"`` only the -1 entries matter.
+    column_labels : array-like of int, shape (n_cols,)
+        Likewise for the columns.
+    n_row_clusters, n_column_clusters : int >= 1
+        K_r and K_c.
+    a_r, a_c, lam : float > 0
+        Dirichlet hyperparameters of phi_r, phi_c and theta. ``n_R`` and ``n_C`` in the priors are the full
+        numbers of rows and columns of ``X`` (set-aside rows/columns included, with no tokens).
+    n_sweeps : int >= 0
+        Number of sweeps over all cells (0 returns the initial allocation).
+    method : {"gibbs", "paper-code"}
+        "gibbs": the exact collapsed sampler of the module docstring. "paper-code": the reassignment of the
+        authors' published code, for comparison only: per sweep, one leave-one-out draw per token of its row topic
+        from the row topics of its row's other tokens, and of its column topic from its column's other tokens (no
+        prior, no link between the two sides; the authors' code makes one such pass). Started from
+        ``init="labels"`` it leaves the counts unchanged, since all tokens of a row then share its label.
+    init : {"labels", "random"}
+        "labels": a token at (i, j) starts at pair (row_labels[i], column_labels[j]). "random": uniform pairs
+        (DT2B).
+    random_state : None, int, RandomState or Generator
+        Same seed, same result.
+    callback : callable, optional
+        Called as ``callback(sweep, counts)`` after each sweep (sweep = 0, 1, ...) with a copy of the current
+        :class:`TokenCounts`.
+
+    Returns
+    -------
+    TokenCounts
+        Counts of the final allocation: n_kl (K_r, K_c), n_ik (n_rows, K_r), n_jl (n_cols, K_c), all int64.
+    """
+    X = check_matrix(X, name="X", counts=True)
+    X = X if sp.issparse(X) else sp.csr_matrix(X)
+    n_rows, n_cols = X.shape
+    n_row_clusters = check_int(n_row_clusters, "n_row_clusters", minimum=1)
+    n_column_clusters = check_int(n_column_clusters, "n_column_clusters", minimum=1)
+    n_pairs = n_row_clusters * n_column_clusters
+    if n_pairs > np.iinfo(np.int32).max:
+        raise ValueError(f"n_row_clusters * n_column_clusters = {n_pairs} is too large (max {np.iinfo(np.int32).max})")
+    row_labels = _check_labels(row_labels, n_rows, n_row_clusters, "row_labels", "row")
+    column_labels = _check_labels(column_labels, n_cols, n_column_clusters, "column_labels", "column")
+    a_r = check_positive(a_r, "a_r")
+    a_c = check_positive(a_c, "a_c")
+    lam = check_positive(lam, "lam")
+    n_sweeps = check_int(n_sweeps, "n_sweeps", minimum=0)
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if init not in _INITS:
+        raise ValueError(f"init must be one of {_INITS}, got {init!r}")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable or None, got {callback!r}")
+    rng = random_state if isinstance(random_state, np.random.Generator) else check_random_state(random_state)
+
+    indptr = X.indptr.astype(np.int64)
+    indices = X.indices.astype(np.int64)
+    cell_rows = np.repeat(np.arange(n_rows), np.diff(indptr))
+    in_model = (row_labels[cell_rows] >= 0) & (column_labels[indices] >= 0)
+    cell_counts = np.where(in_model, X.data, 0).astype(np.int64)
+    offsets = np.zeros(cell_counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(cell_counts, out=offsets[1:])
+    pair_dtype = np.int16 if n_pairs <= np.iinfo(np.int16).max else np.int32
+    if init == "labels":
+        cell_pairs = row_labels[cell_rows] * n_column_clusters + column_labels[indices]
+        pairs = np.repeat(cell_pairs, cell_counts).astype(pair_dtype)
+    else:
+        pairs = _integers(rng, n_pairs, int(offsets[-1])).astype(pair_dtype)
+
+    counts = _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters)
+    _tally(indptr, indices, cell_counts, offsets, pairs, *counts)
+    max_cell_count = int(cell_counts.max(initial=0))
+    seeds = _integers(rng, np.iinfo(np.int32).max, n_sweeps)
+    for sweep in range(n_sweeps):
+        if method == "gibbs":
+            n_k = counts.n_kl.sum(axis=1)
+            n_l = counts.n_kl.sum(axis=0)
+            _gibbs_sweep(
+                indptr, indices, cell_counts, offsets, pairs, *counts, n_k, n_l, a_r, a_c, lam, max_cell_count,
+                seeds[sweep],
+            )
+        else:
+            _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, counts.n_ik, counts.n_jl, seeds[sweep])
+            counts = _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters)
+            _tally(indptr, indices, cell_counts, offsets, pairs, *counts)
+        if callback is not None:
+            callback(sweep, TokenCounts(*(a.copy() for a in counts)))
+    return counts
+
+
+def _integers(rng, high, size):
+    """``size`` integers uniform on 0..high-1 from a RandomState or a Generator."""
+    if isinstance(rng, np.random.Generator):
+        return rng.integers(0, high, size=size, dtype=np.int64)
+    return rng.randint(0, high, size=size, dtype=np.int64)
+
+
+def collapsed_log_probability(counts, *, a_r, a_c, lam):
+    """log P(z) of the module docstring, up to an additive constant that depends only on the matrix shape, K_r,
+    K_c and the hyperparameters (so values are comparable across allocations of the same data).
+
+    Parameters
+    ----------
+    counts : TokenCounts
+    a_r, a_c, lam : float > 0
+
+    Returns
+    -------
+    float
+    """
+    n_kl, n_ik, n_jl = (np.asarray(a, dtype=np.float64) for a in counts)
+    n_rows, n_cols = n_ik.shape[0], n_jl.shape[0]
+    return float(
+        gammaln(n_kl + lam).sum()
+        + gammaln(n_ik + a_r).sum()
+        - gammaln(n_ik.sum(axis=0) + n_rows * a_r).sum()
+        + gammaln(n_jl + a_c).sum()
+        - gammaln(n_jl.sum(axis=0) + n_cols * a_c).sum()
+    )

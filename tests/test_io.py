@@ -1,0 +1,276 @@
+import gzip
+import json
+import shutil
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from conjoined.io import atomic_output_dir, read_matrix, write_json, write_table_csv
+
+anndata = pytest.importorskip("anndata")
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture
+def counts():
+    """A 5 x 4 count matrix (rows = genes, columns = cells) with names."""
+    rng = np.random.default_rng(0)
+    X = rng.poisson(1.0, size=(5, 4)).astype(np.int64)
+    X[0, 0] = 7
+    genes = np.array([f"gene{i}" for i in range(5)])
+    cells = np.array([f"cell{j}" for j in range(4)])
+    return X, genes, cells
+
+
+def _dense(X):
+    return X.toarray() if sp.issparse(X) else np.asarray(X)
+
+
+@pytest.mark.parametrize("name, sep", [("m.csv", ","), ("m.tsv", "\t"), ("m.csv.gz", ",")])
+def test_table_with_row_names(tmp_path, counts, name, sep):
+    X, genes, cells = counts
+    pd.DataFrame(X, index=genes, columns=cells).to_csv(tmp_path / name, sep=sep)
+    result = read_matrix(tmp_path / name)
+    np.testing.assert_array_equal(result.X, X)
+    np.testing.assert_array_equal(result.row_names, genes)
+    np.testing.assert_array_equal(result.column_names, cells)
+    assert result.source_format == name.split(".")[1]
+
+
+def test_table_without_row_names(tmp_path, counts):
+    X, _, cells = counts
+    pd.DataFrame(X, columns=cells).to_csv(tmp_path / "m.csv", index=False)
+    result = read_matrix(tmp_path / "m.csv")
+    np.testing.assert_array_equal(result.X, X)
+    assert result.row_names is None
+    np.testing.assert_array_equal(result.column_names, cells)
+
+
+def test_table_errors(tmp_path):
+    (tmp_path / "bad.csv").write_text("name,a,b\nx,1,2\ny,3,oops\n")
+    with pytest.raises(ValueError, match=r"bad\.csv: column 'b' is not numeric"):
+        read_matrix(tmp_path / "bad.csv")
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(ValueError, match=r"empty\.csv: cannot parse"):
+        read_matrix(tmp_path / "empty.csv")
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_mtx_with_name_files(tmp_path, counts, compress):
+    X, genes, cells = counts
+    path = tmp_path / "m.mtx"
+    scipy.io.mmwrite(path, sp.coo_matrix(X))
+    if compress:
+        with open(path, "rb") as src, gzip.open(tmp_path / "m.mtx.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        path.unlink()
+        path = tmp_path / "m.mtx.gz"
+    (tmp_path / "rows.txt").write_text("\n".join(genes) + "\n")
+    result = read_matrix(path, row_names=tmp_path / "rows.txt", column_names=list(cells))
+    assert sp.isspmatrix_csr(result.X)
+    np.testing.assert_array_equal(result.X.toarray(), X)
+    np.testing.assert_array_equal(result.row_names, genes)
+    np.testing.assert_array_equal(result.column_names, cells)
+    assert result.source_format == "mtx"
+    unnamed = read_matrix(path)
+    assert unnamed.row_names is None and unnamed.column_names is None
+
+
+def test_names_of_wrong_length(tmp_path, counts):
+    X, genes, _ = counts
+    sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(X))
+    with pytest.raises(ValueError, match="3 row names given for a matrix with 5 rows"):
+        read_matrix(tmp_path / "m.npz", row_names=genes[:3])
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        read_matrix(tmp_path / "m.npz", column_names=tmp_path / "nope.txt")
+
+
+def _write_gz(path, text):
+    with gzip.open(path, "wt") as handle:
+        handle.write(text)
+
+
+def test_10x_folder_gz(tmp_path, counts):
+    X, _genes, cells = counts
+    folder = tmp_path / "filtered_feature_bc_matrix"
+    folder.mkdir()
+    scipy.io.mmwrite(folder / "matrix.mtx", sp.coo_matrix(X))  # 10x stores genes x cells
+    with open(folder / "matrix.mtx", "rb") as src, gzip.open(folder / "matrix.mtx.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    (folder / "matrix.mtx").unlink()
+    symbols = ["A", "B", "A", "C", "D"]  # a repeated symbol is made unique
+    _write_gz(
+        folder / "features.tsv.gz",
+        "".join(f"ENSG{i:05d}\t{s}\tGene Expression\n" for i, s in enumerate(symbols)),
+    )
+    _write_gz(folder / "barcodes.tsv.gz", "".join(f"{c}\n" for c in cells))
+    result = read_matrix(folder)
+    assert result.source_format == "10x"
+    assert sp.isspmatrix_csr(result.X) and result.X.shape == (5, 4)
+    np.testing.assert_array_equal(result.X.toarray(), X)
+    np.testing.assert_array_equal(result.row_names, ["A", "B", "A-1", "C", "D"])
+    np.testing.assert_array_equal(result.column_names, cells)
+
+
+def test_10x_folder_plain_genes_tsv(tmp_path, counts):
+    X, genes, cells = counts
+    scipy.io.mmwrite(tmp_path / "matrix.mtx", sp.coo_matrix(X))
+    (tmp_path / "genes.tsv").write_text("".join(f"id{i}\t{g}\n" for i, g in enumerate(genes)))
+    (tmp_path / "barcodes.tsv").write_text("".join(f"{c}\n" for c in cells[:3]))  # one barcode short
+    with pytest.raises(ValueError, match="barcodes.tsv: 3 names but matrix.mtx has 4 columns"):
+        read_matrix(tmp_path)
+    (tmp_path / "barcodes.tsv").write_text("".join(f"{c}\n" for c in cells))
+    result = read_matrix(tmp_path)
+    np.testing.assert_array_equal(result.row_names, genes)
+
+
+def test_folder_without_matrix(tmp_path):
+    with pytest.raises(ValueError, match="10x output"):
+        read_matrix(tmp_path)
+
+
+def test_npz_round_trip(tmp_path, counts):
+    X, _, _ = counts
+    sp.save_npz(tmp_path / "m.npz", sp.csc_matrix(X))
+    result = read_matrix(tmp_path / "m.npz")
+    assert sp.isspmatrix_csr(result.X) and result.source_format == "npz"
+    np.testing.assert_array_equal(result.X.toarray(), X)
+    np.savez(tmp_path / "dense.npz", X=X)
+    with pytest.raises(ValueError, match=r"dense\.npz: not a scipy.sparse \.npz"):
+        read_matrix(tmp_path / "dense.npz")
+
+
+def test_h5ad_orientation_and_layers(tmp_path, counts):
+    X, genes, cells = counts
+    # AnnData is cells x genes
+    adata = anndata.AnnData(
+        X=sp.csr_matrix(X.T.astype(np.float32)),
+        obs=pd.DataFrame(index=cells),
+        var=pd.DataFrame(index=genes),
+    )
+    adata.layers["doubled"] = sp.csr_matrix(2 * X.T)
+    adata.write_h5ad(tmp_path / "a.h5ad")
+    result = read_matrix(tmp_path / "a.h5ad")
+    assert result.source_format == "h5ad"
+    assert sp.isspmatrix_csr(result.X) and result.X.shape == (5, 4)
+    np.testing.assert_array_equal(result.X.toarray(), X)
+    np.testing.assert_array_equal(result.row_names, genes)
+    np.testing.assert_array_equal(result.column_names, cells)
+    np.testing.assert_array_equal(read_matrix(tmp_path / "a.h5ad", layer="doubled").X.toarray(), 2 * X)
+    with pytest.raises(ValueError, match="no layer 'absent'; available: X .*doubled"):
+        read_matrix(tmp_path / "a.h5ad", layer="absent")
+
+
+def test_h5ad_dense_and_log_normalised_with_raw(tmp_path, counts):
+    X, genes, cells = counts
+    adata = anndata.AnnData(
+        X=X.T.astype(np.float64), obs=pd.DataFrame(index=cells), var=pd.DataFrame(index=genes)
+    )
+    adata.raw = adata.copy()
+    adata.X = np.log1p(adata.X)
+    adata.write_h5ad(tmp_path / "log.h5ad")
+    with pytest.raises(
+        ValueError, match=r"log\.h5ad: X holds non-integer values .*\.raw exists: try layer='raw'"
+    ):
+        read_matrix(tmp_path / "log.h5ad")
+    raw = read_matrix(tmp_path / "log.h5ad", layer="raw")
+    assert isinstance(raw.X, np.ndarray) and raw.X.flags.c_contiguous
+    np.testing.assert_array_equal(raw.X, X)
+    np.testing.assert_array_equal(raw.row_names, genes)
+
+
+def test_mat_variable_selection(tmp_path, counts):
+    X, _, _ = counts
+    scipy.io.savemat(tmp_path / "one.mat", {"counts": sp.csc_matrix(X), "labels": np.arange(4)[None, :]})
+    result = read_matrix(tmp_path / "one.mat")  # the 1 x 4 vector is not a candidate
+    assert sp.isspmatrix_csr(result.X) and result.source_format == "mat"
+    np.testing.assert_array_equal(result.X.toarray(), X)
+
+    scipy.io.savemat(tmp_path / "two.mat", {"counts": X, "other": X + 1})
+    with pytest.raises(ValueError, match=r"two\.mat: 2 matrix variables \(counts, other\); choose one"):
+        read_matrix(tmp_path / "two.mat")
+    np.testing.assert_array_equal(read_matrix(tmp_path / "two.mat", variable="other").X, X + 1)
+    with pytest.raises(ValueError, match="no variable 'missing'; matrix variables: counts, other"):
+        read_matrix(tmp_path / "two.mat", variable="missing")
+
+    scipy.io.savemat(tmp_path / "text.mat", {"counts": X, "note": "hello"})
+    with pytest.raises(ValueError, match="'note' is not a 2-d numeric matrix"):
+        read_matrix(tmp_path / "text.mat", variable="note")
+
+
+def test_missing_unknown_and_garbled_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"absent\.csv: no such file"):
+        read_matrix(tmp_path / "absent.csv")
+    (tmp_path / "m.xlsx").write_bytes(b"x")
+    with pytest.raises(ValueError, match=r"m\.xlsx: unknown file type; supported: \.csv"):
+        read_matrix(tmp_path / "m.xlsx")
+    junk = bytes(range(256)) * 4
+    for name, message in [
+        ("g.mtx", "cannot parse as MatrixMarket"),
+        ("g.npz", "not a scipy.sparse .npz"),
+        ("g.h5ad", "cannot read as AnnData"),
+        ("g.mat", "cannot parse as a MATLAB file"),
+    ]:
+        (tmp_path / name).write_bytes(junk)
+        with pytest.raises(
+            ValueError, match=name.replace(".", r"\.") + ": " + message.replace(".", r"\.")
+        ) as info:
+            read_matrix(tmp_path / name)
+        assert "\n" not in str(info.value)
+
+
+def test_option_for_the_wrong_format(tmp_path, counts):
+    sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(counts[0]))
+    with pytest.raises(ValueError, match="layer= applies to .h5ad files only"):
+        read_matrix(tmp_path / "m.npz", layer="counts")
+
+
+def test_atomic_output_dir_success_and_refusal(tmp_path):
+    out = tmp_path / "results"
+    with atomic_output_dir(out) as staging:
+        assert staging.parent == tmp_path and not out.exists()
+        write_json(staging / "summary.json", {"k": np.int64(3), "theta": np.array([[0.5, 0.5]])})
+    assert json.loads((out / "summary.json").read_text()) == {"k": 3, "theta": [[0.5, 0.5]]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+    with pytest.raises(FileExistsError, match="results already exists"), atomic_output_dir(out):
+        pytest.fail("the block must not run")
+    assert (out / "summary.json").exists()
+
+
+def test_atomic_output_dir_failure_leaves_nothing(tmp_path):
+    out = tmp_path / "deep" / "er" / "results"
+    with pytest.raises(RuntimeError, match="boom"), atomic_output_dir(out) as staging:
+        (staging / "half.csv").write_text("1,2\n")
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_output_dir_force_replaces_only_after_success(tmp_path):
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError), atomic_output_dir(out, force=True) as staging:
+        (staging / "new.txt").write_text("new")
+        raise RuntimeError("fail")
+    assert sorted(p.name for p in out.iterdir()) == ["old.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+    with atomic_output_dir(out, force=True) as staging:
+        (staging / "new.txt").write_text("new")
+    assert sorted(p.name for p in out.iterdir()) == ["new.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
+def test_write_table_csv_round_trip(tmp_path):
+    values = np.array([[0.25, 1.0, 3.5], [1e-12, 2.0, 0.0]])
+    write_table_csv(tmp_path / "t.csv", values, ["a", "b"], ["x", "y", "z"])
+    result = read_matrix(tmp_path / "t.csv")
+    np.testing.assert_array_equal(result.X, values)
+    np.testing.assert_array_equal(result.row_names, ["a", "b"])
+    np.testing.assert_array_equal(result.column_names, ["x", "y", "z"])
+    write_table_csv(tmp_path / "b.csv", np.array([[True, False]]))
+    assert (tmp_path / "b.csv").read_text().splitlines() == [",0,1", "0,1,0"]
+    with pytest.raises(ValueError, match="row names"):
+        write_table_csv(tmp_path / "c.csv", values, ["a"], ["x", "y", "z"])

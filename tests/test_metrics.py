@@ -1,0 +1,125 @@
+import itertools
+
+import numpy as np
+import pytest
+from sklearn.metrics import consensus_score as sklearn_consensus_score
+
+from conjoined.metrics import consensus_score, jaccard_score, recovery_score, relevance_score
+
+
+def _biclusters(n_rows, n_cols, specs):
+    """(rows, columns) bool arrays from a list of (row indices, column indices)."""
+    rows = np.zeros((len(specs), n_rows), dtype=bool)
+    columns = np.zeros((len(specs), n_cols), dtype=bool)
+    for b, (r, c) in enumerate(specs):
+        rows[b, list(r)] = True
+        columns[b, list(c)] = True
+    return rows, columns
+
+
+def _cells(rows, columns):
+    return [
+        {(i, j) for i in np.flatnonzero(r) for j in np.flatnonzero(c)}
+        for r, c in zip(rows, columns, strict=True)
+    ]
+
+
+def _set_score(a_sets, b_sets):
+    if not a_sets or not b_sets:
+        return 0.0
+    return float(np.mean([max(len(a & b) / len(a | b) if a | b else 0.0 for b in b_sets) for a in a_sets]))
+
+
+def _brute_jaccard(found, truth):
+    found_cells, true_cells = _cells(*found), _cells(*truth)
+    return min(_set_score(found_cells, true_cells), _set_score(true_cells, found_cells))
+
+
+def _row_sets(biclusters):
+    return [set(np.flatnonzero(r)) for r in biclusters[0]]
+
+
+def test_hand_computed_jaccard():
+    # truth: rows 0-1 x cols 0-1 (4 cells); found: rows 0-2 x cols 0-1 (6 cells), intersection 4 -> 4/6
+    truth = _biclusters(4, 4, [([0, 1], [0, 1])])
+    found = _biclusters(4, 4, [([0, 1, 2], [0, 1])])
+    assert jaccard_score(found, truth) == pytest.approx(4 / 6)
+    # an extra found bicluster far away: S(found, truth) = (4/6 + 0) / 2, S(truth, found) = 4/6
+    found2 = _biclusters(4, 4, [([0, 1, 2], [0, 1]), ([3], [3])])
+    assert jaccard_score(found2, truth) == pytest.approx(2 / 6)
+    assert jaccard_score(truth, found2) == pytest.approx(2 / 6)
+
+
+def test_hand_computed_overlapping_rows_disjoint_cells():
+    # same rows, different columns: no shared cell
+    a = _biclusters(3, 4, [([0, 1], [0, 1])])
+    b = _biclusters(3, 4, [([0, 1], [2, 3])])
+    assert jaccard_score(a, b) == 0.0
+    # Prelic scores look at rows only: these match perfectly there
+    assert relevance_score(a, b) == 1.0
+    assert recovery_score(a, b) == 1.0
+
+
+def test_hand_computed_prelic():
+    truth = _biclusters(6, 3, [([0, 1, 2], [0]), ([3, 4, 5], [1])])
+    found = _biclusters(6, 3, [([0, 1], [0])])
+    # relevance: the one found bicluster's rows {0,1} vs {0,1,2}: 2/3
+    assert relevance_score(found, truth) == pytest.approx(2 / 3)
+    # recovery: truth 1 -> 2/3, truth 2 -> 0; mean 1/3
+    assert recovery_score(found, truth) == pytest.approx(1 / 3)
+
+
+def test_identical_disjoint_empty():
+    truth = _biclusters(10, 8, [([0, 1, 2], [0, 1]), ([5, 6], [4, 5, 6])])
+    assert jaccard_score(truth, truth) == 1.0
+    assert relevance_score(truth, truth) == 1.0
+    assert recovery_score(truth, truth) == 1.0
+    disjoint = _biclusters(10, 8, [([7, 8], [7])])
+    assert jaccard_score(disjoint, truth) == 0.0
+    assert relevance_score(disjoint, truth) == 0.0
+    empty = (np.zeros((0, 10), dtype=bool), np.zeros((0, 8), dtype=bool))
+    for score in (jaccard_score, relevance_score, recovery_score):
+        assert score(empty, truth) == 0.0
+        assert score(truth, empty) == 0.0
+        assert score(([], []), truth) == 0.0
+
+
+def test_agrees_with_brute_force_sets():
+    rng = np.random.default_rng(0)
+    for trial in range(40):
+        n_rows, n_cols = rng.integers(3, 12, size=2)
+        n_found, n_true = rng.integers(1, 5, size=2)
+        density = rng.uniform(0.1, 0.7)
+        found = (rng.random((n_found, n_rows)) < density, rng.random((n_found, n_cols)) < density)
+        truth = (rng.random((n_true, n_rows)) < density, rng.random((n_true, n_cols)) < density)
+        assert jaccard_score(found, truth) == pytest.approx(_brute_jaccard(found, truth), abs=1e-12), trial
+        assert relevance_score(found, truth) == pytest.approx(
+            _set_score(_row_sets(found), _row_sets(truth)), abs=1e-12
+        )
+        assert recovery_score(found, truth) == pytest.approx(
+            _set_score(_row_sets(truth), _row_sets(found)), abs=1e-12
+        )
+
+
+def test_symmetric_and_order_free():
+    rng = np.random.default_rng(1)
+    found = (rng.random((3, 9)) < 0.5, rng.random((3, 7)) < 0.5)
+    truth = (rng.random((2, 9)) < 0.5, rng.random((2, 7)) < 0.5)
+    assert jaccard_score(found, truth) == pytest.approx(jaccard_score(truth, found))
+    for order in itertools.permutations(range(3)):
+        permuted = (found[0][list(order)], found[1][list(order)])
+        assert jaccard_score(permuted, truth) == pytest.approx(jaccard_score(found, truth))
+
+
+def test_consensus_score_is_sklearns():
+    assert consensus_score is sklearn_consensus_score
+
+
+def test_bad_input():
+    truth = _biclusters(4, 4, [([0], [0])])
+    with pytest.raises(ValueError, match="different numbers of rows"):
+        jaccard_score(_biclusters(5, 4, [([0], [0])]), truth)
+    with pytest.raises(ValueError, match="one line per bicluster"):
+        jaccard_score((np.ones((2, 4), bool), np.ones((3, 4), bool)), truth)
+    with pytest.raises(ValueError, match="pair"):
+        jaccard_score(np.ones((3, 4), bool), truth)

@@ -1,0 +1,226 @@
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+import matplotlib.image
+import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
+
+from conjoined.datasets import load_20news_w100, make_cdp_case
+from conjoined.plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def _model(row_labels, column_labels, rows, columns, seed=0):
+    """A stand-in for a fitted CDP with the attributes the plots read."""
+    rng = np.random.default_rng(seed)
+    n_row_clusters, n_column_clusters = row_labels.max() + 1, column_labels.max() + 1
+
+    def membership(labels, k):
+        share = rng.dirichlet(np.full(k, 0.5), size=labels.size)
+        share[labels >= 0, labels[labels >= 0]] += 2.0
+        return share / share.sum(axis=1, keepdims=True)
+
+    return types.SimpleNamespace(
+        row_labels_=row_labels,
+        column_labels_=column_labels,
+        rows_=rows,
+        columns_=columns,
+        bicluster_pairs_=np.array([[b, b] for b in range(len(rows))]),
+        theta_=rng.dirichlet(np.ones(n_row_clusters * n_column_clusters)).reshape(
+            n_row_clusters, n_column_clusters
+        ),
+        row_membership_=membership(row_labels, n_row_clusters),
+        column_membership_=membership(column_labels, n_column_clusters),
+        n_row_clusters_=int(n_row_clusters),
+        n_column_clusters_=int(n_column_clusters),
+        row_dpmm_=types.SimpleNamespace(n_clusters_trace_=np.r_[np.full(20, 5), np.full(80, n_row_clusters)]),
+        column_dpmm_=types.SimpleNamespace(
+            n_clusters_trace_=np.r_[np.full(30, 1), np.full(70, n_column_clusters)]
+        ),
+        row_k_posterior_={int(n_row_clusters): 0.8},
+        column_k_posterior_={int(n_column_clusters): 0.7},
+    )
+
+
+def _labels_from_truth(masks):
+    labels = np.full(masks.shape[1], masks.shape[0])
+    for b, mask in enumerate(masks):
+        labels[mask] = b
+    return labels
+
+
+@pytest.fixture
+def case2():
+    X, rows, columns = make_cdp_case(2, random_state=0, shuffle=True)
+    row_labels = _labels_from_truth(rows)
+    row_labels[np.flatnonzero(row_labels == 2)[:2]] = -1  # rows set aside go last
+    return X, _model(row_labels, _labels_from_truth(columns), rows, columns)
+
+
+def _heatmap(figure):
+    return next(ax for ax in figure.axes if ax.images)
+
+
+def _title(figure):
+    return next(ax.get_title() for ax in figure.axes if ax.get_title())
+
+
+def _saved_png_shape(figure, path, dpi):
+    figure.savefig(path, dpi=dpi)
+    assert path.stat().st_size > 5000
+    return matplotlib.image.imread(path).shape[:2]
+
+
+def test_biclusters_small(tmp_path, case2):
+    X, model = case2
+    figure = plot_biclusters(X, model, row_names=[f"r{i}" for i in range(20)], figsize=(9, 6.5))
+    assert _saved_png_shape(figure, tmp_path / "b.png", dpi=100) == (650, 900)
+    heatmap = _heatmap(figure)
+    image = heatmap.images[0].get_array()
+    row_order = np.argsort(np.where(model.row_labels_ < 0, 99, model.row_labels_), kind="stable")
+    column_order = np.argsort(model.column_labels_, kind="stable")
+    np.testing.assert_allclose(image, np.log1p(X[row_order][:, column_order]))
+    assert model.row_labels_[row_order][-2:].tolist() == [-1, -1]
+    assert [t.get_text() for t in heatmap.get_yticklabels()] == [f"r{i}" for i in row_order]
+    # one outline per contiguous (row run, column run) of each bicluster in the sorted order
+    outlines = [p for p in heatmap.patches if isinstance(p, Rectangle)]
+    expected = 0
+    for in_rows, in_columns in zip(model.rows_, model.columns_):
+        row_runs = np.sum(np.diff(np.r_[0, in_rows[row_order].astype(int), 0]) == 1)
+        column_runs = np.sum(np.diff(np.r_[0, in_columns[column_order].astype(int), 0]) == 1)
+        expected += row_runs * column_runs
+    assert len(outlines) == expected >= 2
+    assert "2 bicluster(s)" in _title(figure)
+    assert "log(1 + count)" in [ax.get_ylabel() for ax in figure.axes]
+
+
+def test_biclusters_large_sparse_is_binned(tmp_path):
+    rng = np.random.default_rng(1)
+    X = sp.random(100, 16242, density=0.04, format="csr", random_state=2, data_rvs=lambda n: np.ones(n))
+    row_labels = rng.integers(0, 4, 100)
+    column_labels = rng.integers(0, 4, 16242)
+    rows = np.stack([row_labels == k for k in range(4)])
+    columns = np.stack([column_labels == k for k in range(4)])
+    figure = plot_biclusters(X, _model(row_labels, column_labels, rows, columns), figsize=(12, 6))
+    assert _saved_png_shape(figure, tmp_path / "big.png", dpi=80) == (480, 960)
+    image = _heatmap(figure).images[0].get_array()
+    assert image.shape == (100, 2000)
+    # each bin is the mean of its cells: total mass is preserved up to the bin sizes
+    column_order = np.argsort(column_labels, kind="stable")
+    row_order = np.argsort(row_labels, kind="stable")
+    bins = np.arange(16242) * 2000 // 16242
+    first_bin = X[row_order][:, column_order[bins == 0]].toarray().mean(axis=1)
+    np.testing.assert_allclose(image[:, 0], np.log1p(first_bin))
+    assert "bins" in _title(figure)
+
+
+def test_biclusters_into_given_axes_and_without_biclusters(tmp_path, case2):
+    X, model = case2
+    figure, axes = plt.subplots(1, 2, figsize=(12, 5))
+    assert plot_biclusters(X, model, ax=axes[0]) is figure
+    empty = types.SimpleNamespace(
+        row_labels_=model.row_labels_,
+        column_labels_=model.column_labels_,
+        rows_=np.zeros((0, 20), bool),
+        columns_=np.zeros((0, 20), bool),
+    )
+    assert plot_biclusters(X, empty, ax=axes[1]) is figure
+    assert not [p for p in axes[1].patches if isinstance(p, Rectangle)]
+    assert _saved_png_shape(figure, tmp_path / "two.png", dpi=50) == (250, 600)
+
+
+def test_biclusters_shape_mismatch(case2):
+    X, model = case2
+    with pytest.raises(ValueError, match="row labels"):
+        plot_biclusters(X[:10], model)
+
+
+def test_k_trace(tmp_path, case2):
+    _, model = case2
+    figure = plot_k_trace(model)
+    assert _saved_png_shape(figure, tmp_path / "k.png", dpi=100) == (400, 1000)
+    row_ax, column_ax = figure.axes[:2]
+    np.testing.assert_array_equal(row_ax.lines[0].get_ydata(), model.row_dpmm_.n_clusters_trace_)
+    assert "chosen K = 3 (posterior 0.80)" in [t.get_text() for t in row_ax.get_legend().get_texts()]
+    assert column_ax.get_title() == "Column DPMM" and row_ax.get_xlabel() == "iteration"
+
+
+def test_theta(tmp_path, case2):
+    _, model = case2
+    figure = plot_theta(model)
+    assert _saved_png_shape(figure, tmp_path / "theta.png", dpi=100) == (500, 650)
+    ax = figure.axes[0]
+    np.testing.assert_allclose(ax.images[0].get_array(), model.theta_)
+    assert len(ax.texts) == model.theta_.size
+    assert ax.texts[0].get_text() == f"{model.theta_[0, 0]:.3f}"
+    assert len([p for p in ax.patches if isinstance(p, Rectangle)]) == len(model.bicluster_pairs_)
+    big = types.SimpleNamespace(theta_=np.full((12, 12), 1 / 144))
+    assert not plot_theta(big).axes[0].texts
+
+
+def test_membership(tmp_path, case2):
+    _, model = case2
+    figure = plot_membership(model)
+    assert _saved_png_shape(figure, tmp_path / "m.png", dpi=100) == (500, 1000)
+    row_image = figure.axes[0].images[0].get_array()
+    assert row_image.shape == model.row_membership_.shape
+    # sorted by label (-1 last), then by membership in the own cluster, decreasing
+    labels = model.row_labels_
+    order = np.lexsort(
+        (-model.row_membership_[np.arange(20), np.clip(labels, 0, None)], np.where(labels < 0, 9, labels))
+    )
+    np.testing.assert_allclose(row_image, model.row_membership_[order])
+    assert "Column membership" in figure.axes[1].get_title()
+
+
+def test_membership_many_columns_is_binned():
+    labels = np.repeat(np.arange(3), 4000)
+    model = _model(np.array([0, 1, 2]), labels, np.zeros((0, 3), bool), np.zeros((0, 12000), bool))
+    image = plot_membership(model, max_bins=500).axes[1].images[0].get_array()
+    assert image.shape == (500, 3)
+
+
+def test_20news_figure(tmp_path):
+    path = DATA / "20news_w100.mat"
+    if not path.is_file():
+        pytest.skip("20news_w100.mat not found in ../shared/data")
+    news = load_20news_w100(path)
+    counts = np.stack(
+        [np.asarray(news.data[:, news.column_groups == g].sum(axis=1)).ravel() for g in range(4)], 1
+    )
+    row_labels = counts.argmax(axis=1)
+    rows = np.stack([row_labels == g for g in range(4)])
+    columns = np.stack([news.column_groups == g for g in range(4)])
+    model = _model(row_labels, news.column_groups, rows, columns)
+    figure = plot_biclusters(news.data, model, row_names=news.row_names)
+    assert _heatmap(figure).images[0].get_array().shape == (100, 2000)
+    assert len(_heatmap(figure).get_yticklabels()) == 100
+    assert _saved_png_shape(figure, tmp_path / "news.png", dpi=100) == (650, 900)
+
+
+def test_importing_does_not_need_matplotlib():
+    code = "import sys, conjoined.plot, conjoined.io, conjoined.datasets; print('matplotlib' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
+def test_clear_error_without_matplotlib(monkeypatch, case2):
+    _X, model = case2
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r"pip install conjoined\[plot\]"):
+        plot_theta(model)
