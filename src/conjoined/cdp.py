@@ -88,8 +88,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         "significance" keeps the (k, l) blocks whose token count exceeds the matrix's density by ``z_min`` Poisson
         standard deviations, rows and columns by membership >= ``min_membership``; "paper-code" is the authors'
         argmax + (mean + sd of block means) rule.
-    min_membership, z_min : float or None
-        Thresholds of the significance rule (None: the rule's defaults, 0.1 and 4).
+    min_membership, min_enrichment, z_min : float or None
+        Thresholds of the significance rule (None: the rule's defaults; see ``conjoined.extract``).
     mode : {"conjoined", "paper"}, default="conjoined"
         "paper" forces the published pipeline: independent multinomial mixtures on the raw matrix, no
         conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given.
@@ -116,8 +116,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
 
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",
                  row_beta=1.0, column_beta=1.0, n_iter=150, n_rounds=2, n_reassign=20, a_r=0.1, a_c=0.1,
-                 lam=0.1, reassign_method="gibbs", extraction="significance", min_membership=None, z_min=None,
-                 mode="conjoined", random_state=None, n_jobs=None, verbose=False):
+                 lam=0.1, reassign_method="gibbs", extraction="significance", min_membership=None,
+                 min_enrichment=None, z_min=None, mode="conjoined", random_state=None, n_jobs=None, verbose=False):
         self.row_alpha = row_alpha
         self.column_alpha = column_alpha
         self.row_likelihood = row_likelihood
@@ -133,6 +133,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         self.reassign_method = reassign_method
         self.extraction = extraction
         self.min_membership = min_membership
+        self.min_enrichment = min_enrichment
         self.z_min = z_min
         self.mode = mode
         self.random_state = random_state
@@ -200,7 +201,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         params = topic_parameters(counts, a_r=self.a_r, a_c=self.a_c, lam=self.lam)
         if self.extraction == "significance":
             found = extract_biclusters(core, counts, rule="significance", min_membership=self.min_membership,
-                                       z_min=self.z_min)
+                                       min_enrichment=self.min_enrichment, z_min=self.z_min)
         else:
             found = extract_biclusters(core, counts, rule="paper-code", a_r=self.a_r, a_c=self.a_c)
 

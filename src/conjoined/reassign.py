@@ -33,7 +33,7 @@ collapsed posterior invariant while a sweep costs O(nnz * K_r * K_c + total coun
 O(total count * K_r * K_c). Only pairs, row topics and column topics with ``m > 0`` contribute to ``w``.
 
 Tokens are stored as pair ids ``k * K_c + l`` grouped by cell in CSR order (``offsets`` is the cumulative sum of
-the cell counts), as int16 when K_r*K_c fits, else int32.
+the cell counts), as int32 (4 bytes a token; one dtype keeps numba to a single compilation).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from sklearn.utils import check_random_state
 
 from ._validation import check_int, check_matrix, check_positive
 
-__all__ = ["TokenCounts", "reassign_tokens", "collapsed_log_probability"]
+__all__ = ["TokenCounts", "collapsed_log_probability", "reassign_tokens"]
 
 _METHODS = ("gibbs", "paper-code")
 _INITS = ("labels", "random")
@@ -101,8 +101,24 @@ def _add_rising_excess(x, m, sign, log_part, scale):
 
 @njit(cache=True, nogil=True, inline="always")
 def _log_block_weight(
-    tokens, start, stop, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass, col_prior_mass,
-    pair_tally, row_tally, col_tally,
+    tokens,
+    start,
+    stop,
+    i,
+    j,
+    n_kl,
+    n_ik,
+    n_jl,
+    n_k,
+    n_l,
+    a_r,
+    a_c,
+    lam,
+    row_prior_mass,
+    col_prior_mass,
+    pair_tally,
+    row_tally,
+    col_tally,
 ):
     """log w(m) of the module docstring for the allocation ``tokens[start:stop]`` (pair ids) of cell (i, j).
 
@@ -170,7 +186,20 @@ def _draw_from_cumulative(cumulative):
 
 @njit(cache=True, nogil=True)
 def _gibbs_sweep(
-    indptr, indices, cell_counts, offsets, pairs, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, max_cell_count,
+    indptr,
+    indices,
+    cell_counts,
+    offsets,
+    pairs,
+    n_kl,
+    n_ik,
+    n_jl,
+    n_k,
+    n_l,
+    a_r,
+    a_c,
+    lam,
+    max_cell_count,
     seed,
 ):
     """One sweep of the per-cell block update over every cell with tokens, in CSR order; updates in place."""
@@ -210,11 +239,43 @@ def _gibbs_sweep(
                 for t in range(c):
                     proposal[t] = _draw_from_cumulative(cumulative)
                 log_ratio = _log_block_weight(
-                    proposal, 0, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
-                    col_prior_mass, pair_tally, row_tally, col_tally,
+                    proposal,
+                    0,
+                    c,
+                    i,
+                    j,
+                    n_kl,
+                    n_ik,
+                    n_jl,
+                    n_k,
+                    n_l,
+                    a_r,
+                    a_c,
+                    lam,
+                    row_prior_mass,
+                    col_prior_mass,
+                    pair_tally,
+                    row_tally,
+                    col_tally,
                 ) - _log_block_weight(
-                    pairs, start, stop, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
-                    col_prior_mass, pair_tally, row_tally, col_tally,
+                    pairs,
+                    start,
+                    stop,
+                    i,
+                    j,
+                    n_kl,
+                    n_ik,
+                    n_jl,
+                    n_k,
+                    n_l,
+                    a_r,
+                    a_c,
+                    lam,
+                    row_prior_mass,
+                    col_prior_mass,
+                    pair_tally,
+                    row_tally,
+                    col_tally,
                 )
                 if log_ratio >= 0.0 or np.random.random() < math.exp(log_ratio):
                     for t in range(c):
@@ -278,8 +339,10 @@ def _tally(indptr, indices, cell_counts, offsets, pairs, n_kl, n_ik, n_jl):
 def _check_labels(labels, n_items, n_clusters, name, items):
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.shape[0] != n_items:
-        raise ValueError(f"{name} must be a 1-d array with one label per {items} ({n_items}), got shape {labels.shape}")
-    if labels.size and not (np.issubdtype(labels.dtype, np.integer) or np.all(labels == np.round(labels))):
+        raise ValueError(
+            f"{name} must be a 1-d array with one label per {items} ({n_items}), got shape {labels.shape}"
+        )
+    if not np.issubdtype(labels.dtype, np.number) or not np.all(labels == np.round(labels)):
         raise ValueError(f"{name} must hold integers")
     labels = labels.astype(np.int64)
     bad = np.flatnonzero((labels < -1) | (labels >= n_clusters))
@@ -297,6 +360,13 @@ def _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters):
         np.zeros((n_rows, n_row_clusters), dtype=np.int64),
         np.zeros((n_cols, n_column_clusters), dtype=np.int64),
     )
+
+
+def _integers(rng, high, size):
+    """``size`` integers uniform on 0..high-1 from a RandomState or a Generator."""
+    if isinstance(rng, np.random.Generator):
+        return rng.integers(0, high, size=size, dtype=np.int64)
+    return rng.randint(0, high, size=size, dtype=np.int64)
 
 
 def reassign_tokens(
@@ -359,7 +429,9 @@ def reassign_tokens(
     n_column_clusters = check_int(n_column_clusters, "n_column_clusters", minimum=1)
     n_pairs = n_row_clusters * n_column_clusters
     if n_pairs > np.iinfo(np.int32).max:
-        raise ValueError(f"n_row_clusters * n_column_clusters = {n_pairs} is too large (max {np.iinfo(np.int32).max})")
+        raise ValueError(
+            f"n_row_clusters * n_column_clusters = {n_pairs} is too large (max {np.iinfo(np.int32).max})"
+        )
     row_labels = _check_labels(row_labels, n_rows, n_row_clusters, "row_labels", "row")
     column_labels = _check_labels(column_labels, n_cols, n_column_clusters, "column_labels", "column")
     a_r = check_positive(a_r, "a_r")
@@ -381,12 +453,11 @@ def reassign_tokens(
     cell_counts = np.where(in_model, X.data, 0).astype(np.int64)
     offsets = np.zeros(cell_counts.shape[0] + 1, dtype=np.int64)
     np.cumsum(cell_counts, out=offsets[1:])
-    pair_dtype = np.int16 if n_pairs <= np.iinfo(np.int16).max else np.int32
     if init == "labels":
         cell_pairs = row_labels[cell_rows] * n_column_clusters + column_labels[indices]
-        pairs = np.repeat(cell_pairs, cell_counts).astype(pair_dtype)
+        pairs = np.repeat(cell_pairs, cell_counts).astype(np.int32)
     else:
-        pairs = _integers(rng, n_pairs, int(offsets[-1])).astype(pair_dtype)
+        pairs = _integers(rng, n_pairs, int(offsets[-1])).astype(np.int32)
 
     counts = _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters)
     _tally(indptr, indices, cell_counts, offsets, pairs, *counts)
@@ -397,23 +468,29 @@ def reassign_tokens(
             n_k = counts.n_kl.sum(axis=1)
             n_l = counts.n_kl.sum(axis=0)
             _gibbs_sweep(
-                indptr, indices, cell_counts, offsets, pairs, *counts, n_k, n_l, a_r, a_c, lam, max_cell_count,
+                indptr,
+                indices,
+                cell_counts,
+                offsets,
+                pairs,
+                *counts,
+                n_k,
+                n_l,
+                a_r,
+                a_c,
+                lam,
+                max_cell_count,
                 seeds[sweep],
             )
         else:
-            _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, counts.n_ik, counts.n_jl, seeds[sweep])
+            _paper_code_pass(
+                indptr, indices, cell_counts, offsets, pairs, counts.n_ik, counts.n_jl, seeds[sweep]
+            )
             counts = _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters)
             _tally(indptr, indices, cell_counts, offsets, pairs, *counts)
         if callback is not None:
             callback(sweep, TokenCounts(*(a.copy() for a in counts)))
     return counts
-
-
-def _integers(rng, high, size):
-    """``size`` integers uniform on 0..high-1 from a RandomState or a Generator."""
-    if isinstance(rng, np.random.Generator):
-        return rng.integers(0, high, size=size, dtype=np.int64)
-    return rng.randint(0, high, size=size, dtype=np.int64)
 
 
 def collapsed_log_probability(counts, *, a_r, a_c, lam):

@@ -65,7 +65,14 @@ class DT2B(BiclusterMixin, BaseEstimator):
     """
 
     def __init__(
-        self, n_row_clusters=5, n_column_clusters=5, a_r=0.5, a_c=0.5, lam=0.5, n_sweeps=500, random_state=None
+        self,
+        n_row_clusters=5,
+        n_column_clusters=5,
+        a_r=0.5,
+        a_c=0.5,
+        lam=0.5,
+        n_sweeps=500,
+        random_state=None,
     ):
         self.n_row_clusters = n_row_clusters
         self.n_column_clusters = n_column_clusters

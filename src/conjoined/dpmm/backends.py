@@ -59,8 +59,12 @@ class Shard:
             rng.random((b - a, 2)) for rng, a, b in zip(self.rngs, self.streams[:-1], self.streams[1:])
         ])
 
-    def initialize(self, n_clusters):
-        """Uniformly random labels in 0..n_clusters-1 and random sub-labels; returns their statistics."""
+    def initialize(self, n_clusters, prior):
+        """Uniformly random labels in 0..n_clusters-1 and random sub-labels; returns their statistics.
+
+        Also computes each point's prior predictive (its weight as a new cluster) under ``prior``.
+        """
+        self.log_single = prior.log_marginal_points(self.data)
         u = self._uniforms()
         self.labels = np.minimum((u[:, 0] * n_clusters).astype(np.int32), n_clusters - 1)
         self.sublabels = (u[:, 1] < 0.5).astype(np.int8)
@@ -78,8 +82,12 @@ class Shard:
             outer[c] = points.T @ points
         return _as_stats(counts, sums, outer, n_clusters)
 
-    def assign(self, params, log_w, sub_params, sub_log_w, random_sub):
-        """One pass: draw labels and sub-labels given the parameters; returns statistics with batch (K, 2)."""
+    def assign(self, params, log_w, sub_params, sub_log_w, random_sub, log_new):
+        """One pass: draw labels and sub-labels given the parameters.
+
+        Returns statistics with batch (K, 2), and the global indices and data rows of the points drawn into a new
+        cluster (label K until the driver names their clusters). ``reject`` undoes the pass.
+        """
         K = log_w.shape[0]
         u = self._uniforms()
         if self.sparse:
@@ -89,7 +97,8 @@ class Shard:
             bounds = shard_bounds(self.n, self.n_threads if self.parallel else 1)
             labels, sublabels, counts, sums = kernel(
                 self.indptr, self.indices, self.values, np.ascontiguousarray(log_rate.T), offset, log_w,
-                np.ascontiguousarray(sub_log_rate.T), sub_offset, sub_log_w, random_sub, u, bounds,
+                np.ascontiguousarray(sub_log_rate.T), sub_offset, sub_log_w, random_sub, log_new, self.log_single,
+                u, bounds,
             )
             stats = _as_stats(counts.sum(axis=0), sums.sum(axis=0), None, K)
         else:
@@ -99,7 +108,8 @@ class Shard:
                 for a, b in zip(self.streams[:-1], self.streams[1:])
             ]))
             labels, sublabels, counts, sums, outer = kernel(
-                self.values, *params, log_w, *sub_params, sub_log_w, random_sub, u, bounds,
+                self.values, *params, log_w, *sub_params, sub_log_w, random_sub, log_new, self.log_single, u,
+                bounds,
             )
             stats = None
             block_stream = np.searchsorted(self.streams, bounds[:-1], side="right") - 1
@@ -107,8 +117,14 @@ class Shard:
                 mine = block_stream == s
                 part = _as_stats(counts[mine].sum(axis=0), sums[mine].sum(axis=0), outer[mine].sum(axis=0), K)
                 stats = part if stats is None else stats + part
+        self.previous = self.labels, self.sublabels
         self.labels, self.sublabels = labels, sublabels
-        return stats
+        new = np.flatnonzero(labels == K)
+        return stats, new + self.offset, self.data[new]
+
+    def reject(self):
+        """Restore the labels and sub-labels from before the last ``assign``."""
+        self.labels, self.sublabels = self.previous
 
     def update(self, splits, mapping, moved=None):
         """Apply splits ``[(k, new_k), ...]`` (points of k in sub-cluster 1 move to new_k) and ``moved``
@@ -117,8 +133,8 @@ class Shard:
             self.labels[(self.labels == k) & (self.sublabels == 1)] = new
         if moved is not None:
             index, label = moved
-            local = index[(index >= self.offset) & (index < self.offset + self.n)] - self.offset
-            self.labels[local] = label
+            mine = (index >= self.offset) & (index < self.offset + self.n)
+            self.labels[index[mine] - self.offset] = np.broadcast_to(label, index.shape)[mine]
         self.labels = np.asarray(mapping, np.int64)[self.labels].astype(np.int32)
 
     def points_of(self, clusters):

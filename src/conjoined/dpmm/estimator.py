@@ -18,7 +18,6 @@ from .._validation import check_int, check_matrix, check_positive
 from . import kernels, sampler
 from .backends import LocalBackend
 from .priors import CountPrior, NormalInverseWishart, default_prior
-from .collapsed import collapsed_sweep
 from .sams import sams_move
 
 
@@ -82,11 +81,10 @@ class DPMM(ClusterMixin, BaseEstimator):
         Passes a cluster must have had since it was created or reset before a sub-cluster split or merge.
     warmup : int or None, default=None
         Iterations at the start that also use Chang & Fisher's sub-cluster split/merge proposals, which find
-        clusters fast on large data, with labels drawn in parallel over points by restricted Gibbs passes; neither
-        is exact (restricted passes can empty clusters but not create them: a test against enumerated posteriors
-        shows the bias). None means ``n_iter // 2``. Iterations after warm-up form an exact MCMC chain: a
-        collapsed Gibbs sweep (sequential) plus ``exact_moves`` sequentially-allocated split/merge proposals
-        (Dahl 2003) each.
+        clusters fast on large data but are not exact (a test against enumerated posteriors on a handful of points
+        shows the bias). None means ``n_iter // 2``. Every iteration makes one parallel pass over the points that
+        is an exact Metropolis-Hastings move (see ``sampler.py``) plus ``exact_moves`` sequentially-allocated
+        split/merge proposals (Dahl 2003), so the iterations after warm-up form an exact MCMC chain.
     exact_moves : int, default=1
         Exact split/merge proposals per iteration (all iterations).
     init_clusters : int, default=1
@@ -182,12 +180,10 @@ class DPMM(ClusterMixin, BaseEstimator):
         bar = progress_bar(n_iter, "DPMM", self.verbose)
         try:
             with numba_threads(n_threads):
-                state = sampler.init(backend, init_clusters)
+                state = sampler.init(backend, init_clusters, prior)
                 for it in range(n_iter):
-                    if it < warmup:
-                        state, (n_splits, n_merges) = sampler.step(state, backend, prior, alpha, burn_out, rng)
-                    else:
-                        state, n_splits, n_merges = collapsed_sweep(state, backend, prior, alpha, rng), 0, 0
+                    state, (n_splits, n_merges) = sampler.step(state, backend, prior, alpha, burn_out, rng,
+                                                               subcluster_moves=it < warmup)
                     for _ in range(exact_moves):
                         state, split, merge = sams_move(state, backend, prior, alpha, rng)
                         n_splits += split

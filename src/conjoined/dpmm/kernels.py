@@ -7,6 +7,10 @@ loop is parallel. Randomness comes in as pre-drawn uniforms ``u`` (n, 2), which 
 the number of threads. Statistics are accumulated per block of points and the blocks summed in order, so float
 sums do not depend on the thread count either.
 
+Besides the K clusters, every point may take label K, "new": the rest of the Dirichlet process's mass
+(``log_new`` = log pi_rest) times the point's prior predictive ``log_single`` (cluster parameters integrated out).
+Such points get no statistics here; the caller turns each into a cluster of its own (``sampler.py``).
+
 Sub-labels of a cluster flagged in ``random_sub`` are drawn 50/50 regardless of the data (a reset).
 """
 
@@ -63,7 +67,7 @@ def count_log_likelihoods(indptr, indices, data, log_rate_t, offset):
 
 
 def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rate_t, sub_offset, sub_log_w,
-                   random_sub, u, bounds):
+                   random_sub, log_new, log_single, u, bounds):
     """One restricted-Gibbs pass over CSR count points.
 
     Parameters
@@ -75,12 +79,13 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
     sub_log_rate_t : (d, 2K) log rates of the sub-clusters, columns 2k and 2k+1 for cluster k.
     sub_offset, sub_log_w : (2K,) likewise.
     random_sub : (K,) bool, clusters whose sub-labels are drawn at random.
+    log_new : float, log weight of a new cluster; log_single : (n,) log prior predictive of each point.
     u : (n, 2) uniforms for the label and the sub-label.
     bounds : (n_blocks + 1,) int64, the blocks of points whose statistics are accumulated separately.
 
     Returns
     -------
-    labels : (n,) int32, sublabels : (n,) int8, counts : (n_blocks, 2K) points per sub-cluster, sums :
+    labels : (n,) int32 (K for "new"), sublabels : (n,) int8, counts : (n_blocks, 2K) points per sub-cluster, sums :
     (n_blocks, 2K, d) summed count vectors per sub-cluster.
     """
     n = indptr.shape[0] - 1
@@ -91,13 +96,18 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
     block_counts = np.zeros((n_blocks, 2 * K))
     block_sums = np.zeros((n_blocks, 2 * K, d))
     for b in prange(n_blocks):
-        scores = np.empty(K)
+        scores = np.empty(K + 1)
         sub = np.empty(2)
         for i in range(bounds[b], bounds[b + 1]):
-            _count_scores(indptr, indices, data, i, log_rate_t, scores)
+            _count_scores(indptr, indices, data, i, log_rate_t, scores[:K])
             for k in range(K):
                 scores[k] += offset[k] + log_w[k]
+            scores[K] = log_new + log_single[i]
             k = _draw(scores, u[i, 0])
+            if k == K:
+                labels[i] = K
+                sublabels[i] = 0
+                continue
             if random_sub[k]:
                 s = 0 if u[i, 1] < 0.5 else 1
             else:
@@ -123,7 +133,7 @@ assign_counts_serial = njit(cache=True, nogil=True)(_assign_counts)
 
 @njit(cache=True, nogil=True)
 def _gaussian_score(x, mu, chol_prec, log_det, work):
-    """log N(x | mu, (U^T U)^-1) + d/2 log(2 pi), with U = chol_prec upper-triangular."""
+    """log N(x | mu, (U^T U)^-1), with U = chol_prec upper-triangular and log_det = log|U|."""
     d = x.shape[0]
     for a in range(d):
         work[a] = x[a] - mu[a]
@@ -133,7 +143,7 @@ def _gaussian_score(x, mu, chol_prec, log_det, work):
         for b in range(a, d):
             acc += chol_prec[a, b] * work[b]
         quad += acc * acc
-    return log_det - 0.5 * quad
+    return log_det - 0.5 * quad - 0.5 * d * math.log(2.0 * math.pi)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -142,20 +152,20 @@ def gaussian_log_likelihoods(X, mu, chol_prec, log_det):
     n, d = X.shape
     K = mu.shape[0]
     out = np.empty((n, K))
-    const = -0.5 * d * np.log(2.0 * np.pi)
     for i in prange(n):
         work = np.empty(d)
         for k in range(K):
-            out[i, k] = _gaussian_score(X[i], mu[k], chol_prec[k], log_det[k], work) + const
+            out[i, k] = _gaussian_score(X[i], mu[k], chol_prec[k], log_det[k], work)
     return out
 
 
 def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, sub_log_det, sub_log_w, random_sub,
-                     u, bounds):
+                     log_new, log_single, u, bounds):
     """One restricted-Gibbs pass over dense Gaussian points X (n, d).
 
     Cluster parameters: ``mu`` (K, d), ``chol_prec`` (K, d, d) upper-triangular U with U^T U the precision,
-    ``log_det`` (K,) = log|U|; sub-cluster parameters likewise with 2K entries (2k, 2k+1 for cluster k).
+    ``log_det`` (K,) = log|U|; sub-cluster parameters likewise with 2K entries (2k, 2k+1 for cluster k);
+    ``log_new``, ``log_single`` as in ``assign_counts``.
 
     Returns labels (n,), sublabels (n,), and per block of ``bounds``: counts (n_blocks, 2K), sums
     (n_blocks, 2K, d), outer-product sums (n_blocks, 2K, d, d).
@@ -169,14 +179,19 @@ def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, su
     block_sums = np.zeros((n_blocks, 2 * K, d))
     block_outer = np.zeros((n_blocks, 2 * K, d, d))
     for b in prange(n_blocks):
-        scores = np.empty(K)
+        scores = np.empty(K + 1)
         sub = np.empty(2)
         work = np.empty(d)
         for i in range(bounds[b], bounds[b + 1]):
             x = X[i]
             for k in range(K):
                 scores[k] = log_w[k] + _gaussian_score(x, mu[k], chol_prec[k], log_det[k], work)
+            scores[K] = log_new + log_single[i]
             k = _draw(scores, u[i, 0])
+            if k == K:
+                labels[i] = K
+                sublabels[i] = 0
+                continue
             if random_sub[k]:
                 s = 0 if u[i, 1] < 0.5 else 1
             else:
@@ -340,120 +355,3 @@ def gaussian_sequential_allocation(X, kappa, mean, nu, psi, const, anchors, orde
         outer[s] += xx
         log_m[s] = new_m[s]
     return log_q, side, counts, sums, outer
-
-
-# --- Collapsed Gibbs sweep (exact point moves, ``collapsed.py``) ----------------------------------------------
-
-@njit(cache=True, nogil=True)
-def _draw_with_new(log_p, n_slots, active, log_new, u):
-    """Index among active slots, or ``n_slots`` for a new cluster, drawn from unnormalised log-probabilities."""
-    top = log_new
-    for k in range(n_slots):
-        if active[k] and log_p[k] > top:
-            top = log_p[k]
-    total = math.exp(log_new - top)
-    for k in range(n_slots):
-        if active[k]:
-            total += math.exp(log_p[k] - top)
-    target = u * total
-    acc = 0.0
-    for k in range(n_slots):
-        if active[k]:
-            acc += math.exp(log_p[k] - top)
-            if acc >= target:
-                return k
-    return n_slots
-
-
-@njit(cache=True, nogil=True)
-def _free_slot(counts, n_slots):
-    for k in range(n_slots):
-        if counts[k] == 0:
-            return k
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def count_collapsed_sweep(indptr, indices, data, labels, counts, totals, sums, kind, hyper, alpha, u, start):
-    """Collapsed Gibbs (Neal 2000, algorithm 3) over CSR count points ``start..n-1``, in place.
-
-    ``counts``/``totals``/``sums`` (capacity C) hold the clusters' point counts, count totals and summed vectors;
-    slots with count 0 are free. Returns the index of the first point not processed: n when done, or the point at
-    which a new cluster was needed and no slot was free (the caller grows the arrays and resumes there).
-    """
-    n = indptr.shape[0] - 1
-    n_slots = counts.shape[0]
-    zeros = np.zeros(sums.shape[1])
-    log_p = np.empty(n_slots)
-    active = np.empty(n_slots, np.bool_)
-    for i in range(start, n):
-        k = labels[i]
-        counts[k] -= 1.0
-        for p in range(indptr[i], indptr[i + 1]):
-            sums[k, indices[p]] -= data[p]
-            totals[k] -= data[p]
-        for c in range(n_slots):
-            active[c] = counts[c] > 0
-            if active[c]:
-                log_p[c] = math.log(counts[c]) + _count_log_predictive(kind, hyper, counts[c], totals[c], sums[c],
-                                                                       indptr, indices, data, i)
-        log_new = math.log(alpha) + _count_log_predictive(kind, hyper, 0.0, 0.0, zeros, indptr, indices, data, i)
-        choice = _draw_with_new(log_p, n_slots, active, log_new, u[i])
-        if choice == n_slots:
-            choice = _free_slot(counts, n_slots)
-            if choice < 0:
-                counts[k] += 1.0
-                for p in range(indptr[i], indptr[i + 1]):
-                    sums[k, indices[p]] += data[p]
-                    totals[k] += data[p]
-                return i
-        labels[i] = choice
-        counts[choice] += 1.0
-        for p in range(indptr[i], indptr[i + 1]):
-            sums[choice, indices[p]] += data[p]
-            totals[choice] += data[p]
-    return n
-
-
-@njit(cache=True, nogil=True)
-def gaussian_collapsed_sweep(X, labels, counts, sums, outer, log_m, kappa, mean, nu, psi, const, alpha, u, start):
-    """``count_collapsed_sweep`` for dense Gaussian points under a NIW prior; ``log_m`` (C,) caches each
-    cluster's log marginal likelihood."""
-    n, d = X.shape
-    n_slots = counts.shape[0]
-    log_p = np.empty(n_slots)
-    new_m = np.empty(n_slots)
-    active = np.empty(n_slots, np.bool_)
-    empty_m = 0.0
-    for i in range(start, n):
-        x = X[i]
-        xx = np.outer(x, x)
-        k = labels[i]
-        counts[k] -= 1.0
-        sums[k] -= x
-        outer[k] -= xx
-        log_m[k] = _niw_log_marginal(counts[k], sums[k], outer[k], kappa, mean, nu, psi, const) if counts[k] > 0 \
-            else empty_m
-        for c in range(n_slots):
-            active[c] = counts[c] > 0
-            if active[c]:
-                new_m[c] = _niw_log_marginal(counts[c] + 1.0, sums[c] + x, outer[c] + xx, kappa, mean, nu, psi,
-                                             const)
-                log_p[c] = math.log(counts[c]) + new_m[c] - log_m[c]
-        single = _niw_log_marginal(1.0, x.copy(), xx, kappa, mean, nu, psi, const)
-        choice = _draw_with_new(log_p, n_slots, active, math.log(alpha) + single, u[i])
-        if choice == n_slots:
-            choice = _free_slot(counts, n_slots)
-            if choice < 0:
-                counts[k] += 1.0
-                sums[k] += x
-                outer[k] += xx
-                log_m[k] = _niw_log_marginal(counts[k], sums[k], outer[k], kappa, mean, nu, psi, const)
-                return i
-            new_m[choice] = single
-        labels[i] = choice
-        counts[choice] += 1.0
-        sums[choice] += x
-        outer[choice] += xx
-        log_m[choice] = new_m[choice]
-    return n

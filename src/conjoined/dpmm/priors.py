@@ -114,6 +114,14 @@ class Multinomial(CountPrior):
         per_feature = gammaln(s1 + beta) - gammaln(beta)
         return gammaln(d * beta) - gammaln(d * beta + total) + per_feature.sum(axis=-1)
 
+    def log_marginal_points(self, X):
+        """(n,) log marginal likelihood of each row of the CSR matrix X as a cluster of its own."""
+        beta = float(self.beta)
+        d = X.shape[1]
+        per_entry = sp.csr_matrix((gammaln(beta + X.data) - gammaln(beta), X.indices, X.indptr), shape=X.shape)
+        totals = np.asarray(X.sum(axis=1)).ravel()
+        return gammaln(d * beta) - gammaln(d * beta + totals) + np.asarray(per_entry.sum(axis=1)).ravel()
+
     def posterior(self, stats):
         return stats.s1 + float(self.beta)
 
@@ -171,6 +179,13 @@ class PoissonGamma(CountPrior):
         terms = a * np.log(b) - gammaln(a) + gammaln(a + s) - (a + s) * np.log(b + n)
         return terms.sum(axis=-1)
 
+    def log_marginal_points(self, X):
+        """(n,) log marginal likelihood of each row of the CSR matrix X as a cluster of its own."""
+        a, b = float(self.shape), float(self.rate)
+        per_entry = sp.csr_matrix((gammaln(a + X.data) - gammaln(a) - X.data * np.log(b + 1.0), X.indices,
+                                   X.indptr), shape=X.shape)
+        return X.shape[1] * a * (np.log(b) - np.log(b + 1.0)) + np.asarray(per_entry.sum(axis=1)).ravel()
+
     def posterior(self, stats):
         return stats.s1 + float(self.shape), stats.n + float(self.rate)
 
@@ -198,13 +213,16 @@ class NormalInverseWishart:
     """Gaussian likelihood with unknown mean and full covariance, Normal-Inverse-Wishart prior.
 
     Sigma ~ IW(nu, psi), mu | Sigma ~ N(mean, Sigma / kappa). Data-based defaults (``None``): ``mean`` = the data
-    mean, ``nu`` = d + 3, ``psi`` = (nu - d - 1) * cov(X) / 10, i.e. a prior expected cluster covariance a tenth of
-    the data's covariance, weak enough (nu - d = 3) that a few dozen points override it.
+    mean, ``nu`` = d + 3 and ``psi`` = (nu - d - 1) * 0.1 * v * I with v the data's mean per-feature variance: a
+    prior expected cluster covariance that is isotropic and a tenth of the data's spread, weak enough (nu - d = 3)
+    that a few dozen points override it. A psi proportional to the data covariance would be wrong: the covariance
+    of a mixture is inflated exactly along the directions that separate its clusters. ``kappa`` = 0.01 keeps the
+    prior on each cluster's mean weak, so that one point is enough to locate a cluster.
     """
 
     kind = "gaussian"
 
-    def __init__(self, kappa=1.0, mean=None, nu=None, psi=None):
+    def __init__(self, kappa=0.01, mean=None, nu=None, psi=None):
         self.kappa = kappa
         self.mean = mean
         self.nu = nu
@@ -227,9 +245,8 @@ class NormalInverseWishart:
         if not nu > d - 1:
             raise ValueError(f"NormalInverseWishart nu must be > d - 1 = {d - 1}, got {nu}")
         if self.psi is None:
-            cov = np.atleast_2d(np.cov(X, rowvar=False)) if X.shape[0] > 1 else np.eye(d)
-            cov = cov + 1e-6 * max(np.trace(cov) / d, 1e-12) * np.eye(d)
-            psi = max(nu - d - 1.0, 1.0) * cov / 10.0
+            variance = float(X.var(axis=0).mean()) if X.shape[0] > 1 else 1.0
+            psi = max(nu - d - 1.0, 1.0) * max(variance, 1e-12) * 0.1 * np.eye(d)
         else:
             psi = np.asarray(self.psi, dtype=np.float64)
         if psi.shape != (d, d):
@@ -254,6 +271,19 @@ class NormalInverseWishart:
         psi_n = psi + scatter + shrink * diff[..., :, None] * diff[..., None, :]
         psi_n = 0.5 * (psi_n + np.swapaxes(psi_n, -1, -2))
         return kappa_n, mean_n, nu + n, psi_n
+
+    def log_marginal_points(self, X):
+        """(n,) log marginal likelihood of each row of X as a cluster of its own (matrix determinant lemma)."""
+        kappa, nu, psi = float(self.kappa), float(self.nu), self.psi
+        d = psi.shape[0]
+        chol = np.linalg.cholesky(psi)
+        logdet_psi = 2.0 * np.log(np.diagonal(chol)).sum()
+        white = np.linalg.solve(chol, (X - self.mean).T)
+        shrink = kappa / (kappa + 1.0)
+        logdet_1 = logdet_psi + np.log1p(shrink * (white**2).sum(axis=0))
+        return (-0.5 * d * np.log(np.pi) + multigammaln((nu + 1.0) / 2.0, d) - multigammaln(nu / 2.0, d)
+                + 0.5 * nu * logdet_psi - 0.5 * (nu + 1.0) * logdet_1
+                + 0.5 * d * (np.log(kappa) - np.log(kappa + 1.0)))
 
     def log_marginal(self, stats):
         kappa, nu, psi = float(self.kappa), float(self.nu), self.psi

@@ -4,13 +4,22 @@ The driver-side state is small: per cluster, the sufficient statistics of its tw
 whether its sub-labels must be redrawn at random. Labels live with the data, in the backend's shards, which
 expose ``initialize``, ``assign`` and ``update`` (see ``backends.py``). One ``step``:
 
-1. weights ``(pi_1..pi_K, pi_new) ~ Dir(N_1..N_K, alpha)``, sub-weights ``~ Dir(N_kl + alpha/2, N_kr + alpha/2)``;
+1. weights ``(pi_1..pi_K, pi_rest) ~ Dir(N_1..N_K, alpha)``, sub-weights ``~ Dir(N_kl + alpha/2, N_kr + alpha/2)``:
+   with the cluster parameters of step 2, an exact draw of the Dirichlet process given the labels;
 2. cluster and sub-cluster parameters from their conjugate posteriors;
-3. one pass over the data: labels over existing clusters, sub-labels within each point's cluster, statistics;
-4. empty clusters removed; a cluster with an empty sub-cluster is reset (random sub-labels next pass);
-5. split proposals, then pairwise merge proposals, each accepted with its Hastings ratio;
-6. one relabelling message to the shards.
+3. one pass over the data, every point independently given the draw: a label among the K clusters or "new"
+   (weight pi_rest times its prior predictive), a sub-label within its cluster, and the statistics;
+4. the pass is a Metropolis-Hastings proposal for the labels: the draw above lets every "new" point found its own
+   cluster, while the process, with its rest integrated out, would also let them share. The exact acceptance
+   probability is the Chinese-restaurant probability that n new points sit alone, prod_{t<n} alpha/(alpha+t)
+   (1 for n <= 1, the usual case). Rejection keeps the previous labels;
+5. empty clusters removed; a cluster with an empty sub-cluster is reset (random sub-labels next pass);
+6. with ``subcluster_moves``, split proposals, then pairwise merge proposals (Chang & Fisher), each accepted with
+   its Hastings ratio;
+7. one relabelling message to the shards.
 
+Steps 1-5 leave the posterior over partitions exactly invariant; the sub-cluster moves of step 6 find structure
+fast but are not exact (a test on a handful of points shows it), so the estimator uses them during warm-up only.
 A cluster may split or merge only once it has had ``burn_out`` passes (and at least one) since it was created or
 reset: its sub-clusters need a pass to fit before a split proposal means anything.
 """
@@ -87,9 +96,9 @@ def log_posterior(prior, alpha, cluster_stats):
     )
 
 
-def init(backend, n_clusters):
+def init(backend, n_clusters, prior):
     """Random labels over ``n_clusters`` clusters with random sub-labels."""
-    stats = backend.initialize(n_clusters)
+    stats = backend.initialize(n_clusters, prior)
     K = stats.n.shape[0]
     return _drop_empty(backend, DPMMState(stats, np.zeros(K, np.int64), np.zeros(K, bool)))
 
@@ -109,18 +118,30 @@ def sample_kernel_params(state, prior, alpha, rng):
     stats = state.stats
     cluster_stats = stats.sum(axis=1)
     K = cluster_stats.n.shape[0]
-    log_w = sample_log_dirichlet(rng, np.append(cluster_stats.n, alpha))[:K]
+    log_w = sample_log_dirichlet(rng, np.append(cluster_stats.n, alpha))
     sub_log_w = sample_log_dirichlet(rng, stats.n + alpha / 2.0).reshape(2 * K)
     params = prior.sample(prior.posterior(cluster_stats), rng)
     sub_params = prior.sample(prior.posterior(stats), rng)
     sub_params = tuple(p.reshape((2 * K,) + p.shape[2:]) for p in sub_params)
-    return params, log_w, sub_params, sub_log_w, state.random_sub.copy()
+    return params, log_w[:K], sub_params, sub_log_w, state.random_sub.copy(), float(log_w[K])
 
 
-def step(state, backend, prior, alpha, burn_out, rng):
-    """One iteration (module docstring). Returns ``(new_state, StepInfo)``."""
+def new_points_log_acceptance(alpha, n_new):
+    """Log probability that ``n_new`` points entering the rest of a Dirichlet process each sit alone."""
+    t = np.arange(n_new)
+    return float(np.sum(np.log(alpha) - np.log(alpha + t)))
+
+
+def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
+    """One iteration (module docstring); splits and merges of step 6 only with ``subcluster_moves``.
+
+    Returns ``(new_state, StepInfo)``.
+    """
     kernel_params = sample_kernel_params(state, prior, alpha, rng)
-    stats = backend.assign(*kernel_params)
+    stats, new_index, new_rows = backend.assign(*kernel_params)
+    if new_index.shape[0] > 1 and np.log(rng.uniform()) >= new_points_log_acceptance(alpha, new_index.shape[0]):
+        backend.reject()
+        stats, new_index = state.stats, new_index[:0]
     K = stats.n.shape[0]
     age = state.age.copy()
     random_sub = np.zeros(K, bool)
@@ -132,8 +153,8 @@ def step(state, backend, prior, alpha, burn_out, rng):
     random_sub[empty_sub] = True
     age[empty_sub] = 0
     # Splits need sub-clusters fitted by at least one data-driven pass; merges need no sub-clusters.
-    split_ok = occupied & ~random_sub & ~state.random_sub & (age >= max(burn_out, 1))
-    merge_ok = occupied & (age >= burn_out)
+    split_ok = occupied & ~random_sub & ~state.random_sub & (age >= max(burn_out, 1)) & subcluster_moves
+    merge_ok = occupied & (age >= burn_out) & subcluster_moves
 
     n_list, s1_list = list(stats.n), list(stats.s1)
     s2_list = None if stats.s2 is None else list(stats.s2)
@@ -155,17 +176,29 @@ def step(state, backend, prior, alpha, burn_out, rng):
         return SufficientStats(np.float64(0.0), np.zeros_like(s1_list[k][0]),
                                None if s2_list is None else np.zeros_like(s2_list[k][0]))
 
+    def append_cluster():
+        n_list.append(None)
+        s1_list.append(None)
+        if s2_list is not None:
+            s2_list.append(None)
+        ages.append(0)
+        resets.append(True)
+        return len(n_list) - 1
+
+    rows = new_rows.toarray() if hasattr(new_rows, "toarray") else np.asarray(new_rows, dtype=np.float64)
+    new_labels = np.empty(new_index.shape[0], np.int64)
+    for t, x in enumerate(rows[: new_index.shape[0]]):
+        single = SufficientStats(np.float64(1.0), x, None if s2_list is None else np.outer(x, x))
+        new_labels[t] = append_cluster()
+        set_cluster(new_labels[t], single, SufficientStats(np.float64(0.0), np.zeros_like(x),
+                                                           None if s2_list is None else np.zeros((x.size, x.size))),
+                    True)
+
     splits = []
     for k in np.flatnonzero(split_ok):
         sub = stats.take(k)
         if np.log(rng.uniform()) < split_log_ratio(prior, alpha, sub):
-            new = len(n_list)
-            n_list.append(None)
-            s1_list.append(None)
-            if s2_list is not None:
-                s2_list.append(None)
-            ages.append(0)
-            resets.append(True)
+            new = append_cluster()
             right = sub.take(1)
             set_cluster(k, sub.take(0), empty_like(k), True)
             set_cluster(new, right, empty_like(k), True)
@@ -195,7 +228,7 @@ def step(state, backend, prior, alpha, burn_out, rng):
     compact = np.full(len(n_list), -1, np.int64)
     compact[keep] = np.arange(keep.sum())
     mapping = compact[mapping]
-    backend.update(splits, mapping)
+    backend.update(splits, mapping, moved=(new_index, new_labels) if new_index.shape[0] else None)
 
     kept = np.flatnonzero(keep)
     new_stats = SufficientStats(
@@ -205,4 +238,4 @@ def step(state, backend, prior, alpha, burn_out, rng):
     )
     new_state = DPMMState(new_stats, np.array([ages[k] for k in kept], np.int64) + 1,
                           np.array([resets[k] for k in kept], bool))
-    return new_state, StepInfo(len(splits), n_merges)
+    return new_state, StepInfo(len(splits) + new_index.shape[0], n_merges)

@@ -1,0 +1,195 @@
+"""CDP on an AnnData object, following scanpy's ``tl`` conventions: results are written into the object.
+
+AnnData holds cells x genes (``obs`` x ``var``); CDP biclusters genes x cells, so genes are CDP's rows and cells
+its columns. The matrix is transposed without densifying. Needs ``pip install conjoined[singlecell]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import check_matrix, is_count_matrix
+from .cdp import ConjoinedDirichletProcess
+
+__all__ = ["cdp"]
+
+
+def _require_anndata():
+    try:
+        import anndata
+        import pandas
+    except ImportError:
+        raise ImportError("conjoined.anndata needs anndata and pandas: pip install conjoined[singlecell]") from None
+    return anndata, pandas
+
+
+def _counts_source(adata, layer, use_raw):
+    """``(matrix cells x genes, description)`` of the matrix to bicluster."""
+    if layer is not None and use_raw:
+        raise ValueError("give either layer= or use_raw=True, not both")
+    if use_raw:
+        if adata.raw is None:
+            raise ValueError("use_raw=True but adata.raw is None")
+        missing = adata.var_names.difference(adata.raw.var_names)
+        if len(missing):
+            raise ValueError(
+                f"use_raw=True: {len(missing)} of adata.var_names are not in adata.raw.var_names "
+                f"(e.g. {missing[0]!r})"
+            )
+        return adata.raw[:, adata.var_names].X, "adata.raw.X"
+    if layer is None:
+        return adata.X, "adata.X"
+    if layer not in adata.layers:
+        available = ", ".join(repr(name) for name in adata.layers.keys()) or "none"
+        raise ValueError(f"adata has no layer {layer!r}; layers: {available}")
+    return adata.layers[layer], f"adata.layers[{layer!r}]"
+
+
+def _check_counts(matrix, where, adata):
+    """Raise a ValueError naming the problem and where counts may be found when ``matrix`` is not counts."""
+    if matrix is None:
+        raise ValueError(f"{where} is None; pass layer= naming a layer of counts")
+    if is_count_matrix(matrix):
+        return
+    layers = ", ".join(repr(name) for name in adata.layers.keys()) or "none"
+    raw = "; adata.raw exists (use_raw=True)" if adata.raw is not None and where != "adata.raw.X" else ""
+    try:
+        check_matrix(matrix, name=where, counts=True)
+    except ValueError as exc:
+        raise ValueError(
+            f"{exc}. CDP needs raw counts (non-negative integers), not normalised or log-transformed values: "
+            f"pass layer= naming a counts layer (layers: {layers}){raw}"
+        ) from None
+
+
+def _genes_by_cells(matrix):
+    """The transpose of a cells x genes matrix as CSR (sparse) or a C-ordered array, without densifying."""
+    if sp.issparse(matrix):
+        return sp.csr_matrix(matrix.T)
+    return np.ascontiguousarray(np.asarray(matrix).T)
+
+
+def _categorical(labels, pandas):
+    """Labels 0..K-1 as a categorical of strings ``"0"``..; -1 (set aside) becomes missing."""
+    n_clusters = int(labels.max(initial=-1)) + 1
+    categories = [str(k) for k in range(n_clusters)]
+    values = np.where(labels >= 0, labels.astype(str), None)
+    return pandas.Categorical(values, categories=categories)
+
+
+def _k_posterior(posterior):
+    values = np.array(sorted(posterior), dtype=np.int64)
+    return {"K": values, "probability": np.array([posterior[k] for k in values], dtype=np.float64)}
+
+
+def _storable_params(params):
+    """Estimator parameters as .h5ad-writable values: None is left out, other non-scalars become their repr."""
+    storable = {}
+    for name, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, np.generic):
+            value = value.item()
+        storable[name] = value if isinstance(value, (bool, int, float, str)) else repr(value)
+    return storable
+
+
+def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params):
+    """Bicluster genes and cells of an AnnData with the Conjoined Dirichlet Process.
+
+    Parameters
+    ----------
+    adata : anndata.AnnData, shape (n_cells, n_genes)
+        The chosen matrix must hold raw counts (non-negative integers), dense or sparse.
+    layer : str, optional
+        ``adata.layers[layer]`` instead of ``adata.X``.
+    key_added : str, default="cdp"
+        Prefix of every key written.
+    copy : bool, default=False
+        Work on (and return) a copy instead of writing into ``adata``.
+    use_raw : bool, default=False
+        Use ``adata.raw.X`` restricted to ``adata.var_names``.
+    **params
+        Parameters of :class:`conjoined.CDP` (``row_*`` is the gene side, ``column_*`` the cell side), e.g.
+        ``row_alpha=10, column_likelihood="multinomial", n_iter=500, random_state=0``.
+
+    Returns
+    -------
+    anndata.AnnData or None
+        The copy when ``copy``, else None. Written (``key`` = ``key_added``; genes are CDP's rows, cells its
+        columns):
+
+        - ``obs[f"{key}_cluster"]``, ``var[f"{key}_cluster"]``: categorical cluster of each cell / gene
+          (categories ``"0"``, ``"1"``, ...; missing for all-zero cells or genes, which are set aside).
+        - ``obsm[f"{key}_membership"]`` (n_cells, K_c), ``varm[f"{key}_membership"]`` (n_genes, K_r): share of
+          each cell's / gene's tokens in each topic.
+        - ``obsm[f"{key}_biclusters"]`` (n_cells, B), ``varm[f"{key}_biclusters"]`` (n_genes, B): bool, member of
+          bicluster b.
+        - ``uns[key]``: ``biclusters`` (DataFrame, one line per bicluster, strongest first: ``k``, ``l``,
+          ``strength``, ``n_genes``, ``n_cells``), ``bicluster_genes`` and ``bicluster_cells`` (dicts
+          ``"b"`` -> array of names, highest membership first), ``theta`` (K_r, K_c), ``gene_k_posterior`` and
+          ``cell_k_posterior`` (``K``, ``probability`` arrays), ``gene_k_trace`` and ``cell_k_trace`` (K at each
+          iteration of the last mixture run of each side), and ``params`` (the estimator's parameters, those
+          left at None omitted, plus ``layer`` / ``use_raw``).
+
+        Everything round-trips through ``write_h5ad`` / ``read_h5ad``.
+
+    Raises
+    ------
+    ValueError
+        A layer that does not exist, or a matrix that is not counts (the message says what was found and where
+        counts may be).
+    ImportError
+        anndata or pandas is not installed.
+    """
+    anndata, pandas = _require_anndata()
+    if not isinstance(adata, anndata.AnnData):
+        raise TypeError(f"adata must be an anndata.AnnData, got {type(adata).__name__}")
+    matrix, where = _counts_source(adata, layer, use_raw)
+    _check_counts(matrix, where, adata)
+    model = ConjoinedDirichletProcess(**params).fit(_genes_by_cells(matrix))
+
+    adata = adata.copy() if copy else adata
+    gene_names = np.asarray(adata.var_names, dtype=str)
+    cell_names = np.asarray(adata.obs_names, dtype=str)
+    adata.obs[f"{key_added}_cluster"] = _categorical(model.column_labels_, pandas)
+    adata.var[f"{key_added}_cluster"] = _categorical(model.row_labels_, pandas)
+    adata.obsm[f"{key_added}_membership"] = model.column_membership_
+    adata.varm[f"{key_added}_membership"] = model.row_membership_
+    adata.obsm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.columns_.T)
+    adata.varm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.rows_.T)
+
+    pairs = np.asarray(model.bicluster_pairs_, dtype=np.int64).reshape(-1, 2)
+    index = [str(b) for b in range(len(pairs))]
+    bicluster_genes, bicluster_cells = {}, {}
+    for b, (k, l) in enumerate(pairs):
+        genes = np.flatnonzero(model.rows_[b])
+        cells = np.flatnonzero(model.columns_[b])
+        # highest membership first, ties by the topic's phi (the member's token count in the topic)
+        genes = genes[np.lexsort((-model.phi_rows_[genes, k], -model.row_membership_[genes, k]))]
+        cells = cells[np.lexsort((-model.phi_columns_[cells, l], -model.column_membership_[cells, l]))]
+        bicluster_genes[index[b]] = gene_names[genes]
+        bicluster_cells[index[b]] = cell_names[cells]
+    run = {"layer": layer} if layer is not None else {}
+    adata.uns[key_added] = {
+        "biclusters": pandas.DataFrame(
+            {
+                "k": pairs[:, 0],
+                "l": pairs[:, 1],
+                "strength": np.asarray(model.bicluster_strength_, dtype=np.float64),
+                "n_genes": model.rows_.sum(axis=1).astype(np.int64),
+                "n_cells": model.columns_.sum(axis=1).astype(np.int64),
+            },
+            index=index,
+        ),
+        "bicluster_genes": bicluster_genes,
+        "bicluster_cells": bicluster_cells,
+        "theta": np.asarray(model.theta_, dtype=np.float64),
+        "gene_k_posterior": _k_posterior(model.row_k_posterior_),
+        "cell_k_posterior": _k_posterior(model.column_k_posterior_),
+        "gene_k_trace": np.asarray(model.row_dpmm_.n_clusters_trace_, dtype=np.int64),
+        "cell_k_trace": np.asarray(model.column_dpmm_.n_clusters_trace_, dtype=np.int64),
+        "params": {**_storable_params(model.get_params()), **run, "use_raw": bool(use_raw)},
+    }
+    return adata if copy else None

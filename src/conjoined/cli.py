@@ -1,0 +1,552 @@
+"""The ``conjoined`` command: fit CDP to a count matrix file, simulate the paper's cases, score, redraw pictures.
+
+::
+
+    conjoined fit counts.csv -o results            # biclusters, memberships, theta and pictures in results/
+    conjoined simulate 2 -o case2.csv              # case 2 of the paper, and its truth in case2.truth.json
+    conjoined score results case2.truth.json       # the paper's Jaccard score of the found biclusters
+    conjoined plot results                         # redraw the pictures from results/
+
+``fit`` writes into OUTDIR (all at once: into a temporary sibling first, moved into place when complete):
+
+- ``biclusters.json``: ``shape``, ``n_row_clusters``, ``n_column_clusters`` and ``biclusters``, a list (strongest
+  first) where each bicluster has its ``index``, its ``pair`` (k, l), its ``strength``, ``rows`` (names, highest
+  membership first), the matching ``row_indices`` (0-based) and ``row_membership`` (share of each row's tokens in
+  row topic k), their ``mean_row_membership``, and the same for the columns.
+- ``row_membership.csv``, ``column_membership.csv``: one line per row (column) named as in the input, one column
+  per topic (``k0``, ``k1``, ... or ``l0``, ...) holding the share of its tokens in that topic, then ``label``,
+  its cluster (-1: an all-zero row set aside).
+- ``theta.csv``: theta, the joint probability of a token's row topic (lines ``k0``...) and column topic
+  (columns ``l0``...).
+- ``heatmap.png`` (the matrix sorted by cluster, biclusters outlined), ``k_trace.png`` (K at each iteration of
+  each side's mixture), ``theta.png``, ``membership.png``.
+- ``params.json``: the estimator's parameters, the input file and how it was read, the conjoined version.
+- ``matrix.npz`` (the fitted matrix, scipy.sparse) and ``model.npz`` (labels, biclusters, theta, memberships, K
+  traces and names), from which ``conjoined plot`` redraws the pictures.
+
+A truth file written by ``simulate`` has the same layout as ``biclusters.json`` (``shape`` and a list of
+``biclusters`` with ``rows``, ``row_indices``, ``columns``, ``column_indices``), plus the ``case`` and ``seed``.
+
+Exit status: 0 on success; 2 for a usage error or bad input (a file that is missing or does not parse, negative
+or non-integer values, an empty matrix, an existing OUTDIR without ``--force``), reported as one line
+``conjoined: error: ...`` on stderr with nothing written; 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+from . import __version__
+from ._validation import check_matrix
+from .cdp import LIKELIHOODS, MODES, ConjoinedDirichletProcess
+from .datasets import CDP_CASES, make_cdp_case
+from .extract import DEFAULT_MIN_MEMBERSHIP, DEFAULT_Z_MIN
+from .io import atomic_output_dir, read_matrix, write_json, write_table_csv
+from .metrics import jaccard_score
+
+__all__ = ["main"]
+
+PROG = "conjoined"
+PICTURES = ("heatmap", "k_trace", "theta", "membership")
+PICTURE_DPI = 120
+SIMULATION_FORMATS = (".csv", ".npz", ".mtx")
+_SUMMARY_MAX_BICLUSTERS = 20
+_SUMMARY_TOP_ROWS = 5
+
+# Attributes of a fitted CDP that model.npz keeps, under the same names, for ``conjoined plot``.
+_SAVED_ATTRIBUTES = (
+    "row_labels_",
+    "column_labels_",
+    "rows_",
+    "columns_",
+    "bicluster_pairs_",
+    "bicluster_strength_",
+    "theta_",
+    "row_membership_",
+    "column_membership_",
+)
+
+
+class UserError(Exception):
+    """A problem with what the user asked for, reported as one line and exit status 2."""
+
+
+# ---------------------------------------------------------------------------------------------------- parser
+
+
+def _estimator_options(parser):
+    """The CDP parameters as options; each defaults to None, meaning "the estimator's default"."""
+    defaults = ConjoinedDirichletProcess().get_params()
+    group = parser.add_argument_group("CDP parameters (see conjoined.CDP)")
+
+    def add(flag, parameter, text, **kwargs):
+        shown = defaults[parameter]
+        group.add_argument(flag, dest=parameter, default=None, help=f"{text} (default: {shown})", **kwargs)
+
+    add("--row-alpha", "row_alpha", "Dirichlet-process concentration of the row mixture", type=float, metavar="A")
+    add("--column-alpha", "column_alpha", "concentration of the column mixture", type=float, metavar="A")
+    add("--row-likelihood", "row_likelihood", "likelihood of the row mixture", choices=LIKELIHOODS)
+    add("--column-likelihood", "column_likelihood", "likelihood of the column mixture", choices=LIKELIHOODS)
+    add("--row-beta", "row_beta", "prior of the row likelihood (Dirichlet beta or Gamma shape)", type=float,
+        metavar="B")
+    add("--column-beta", "column_beta", "prior of the column likelihood", type=float, metavar="B")
+    add("--n-iter", "n_iter", "iterations of every DP mixture run", type=int, metavar="N")
+    add("--n-rounds", "n_rounds", "conjoined rounds after the independent runs", type=int, metavar="N")
+    add("--n-reassign", "n_reassign", "sweeps of the token reassignment", type=int, metavar="N")
+    add("--mode", "mode", "'paper' runs the published pipeline", choices=MODES)
+    group.add_argument("--seed", dest="random_state", type=int, default=None, metavar="S",
+                       help="random seed: the same seed gives the same result (default: drawn at random and "
+                            "recorded in params.json)")
+    group.add_argument("--n-jobs", dest="n_jobs", type=int, default=None, metavar="N",
+                       help="threads of the DP mixtures (default: every core)")
+    group.add_argument("--min-membership", dest="min_membership", type=float, default=None, metavar="P",
+                       help="share of a row's (column's) tokens its topic needs for the row to join a bicluster "
+                            f"(default: {DEFAULT_MIN_MEMBERSHIP})")
+    group.add_argument("--z-min", dest="z_min", type=float, default=None, metavar="Z",
+                       help=f"Poisson z-score a (k, l) block needs to be a bicluster (default: {DEFAULT_Z_MIN})")
+
+
+_ESTIMATOR_DESTS = (
+    "row_alpha", "column_alpha", "row_likelihood", "column_likelihood", "row_beta", "column_beta", "n_iter",
+    "n_rounds", "n_reassign", "mode", "random_state", "n_jobs", "min_membership", "z_min",
+)
+
+
+def build_parser():
+    """The argparse parser of the ``conjoined`` command."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Biclustering of count matrices with the Conjoined Dirichlet Process (CDP).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    fit = commands.add_parser(
+        "fit",
+        help="bicluster a count matrix file",
+        description="Bicluster a count matrix (rows: features such as words or genes; columns: samples such as "
+                    "documents or cells) and write the results into OUTDIR.",
+    )
+    fit.add_argument("input", metavar="INPUT",
+                     help=".csv/.tsv (header and first column give names), .mtx, a 10x folder, .npz "
+                          "(scipy.sparse), .h5ad (AnnData, read as genes x cells) or .mat")
+    fit.add_argument("-o", "--outdir", required=True, metavar="OUTDIR", help="results directory (must not exist)")
+    fit.add_argument("--force", action="store_true", help="replace OUTDIR if it exists (once the fit is done)")
+    fit.add_argument("--quiet", action="store_true", help="no progress bars")
+    fit.add_argument("--layer", help=".h5ad: the layer holding counts ('raw': adata.raw.X; default X)")
+    fit.add_argument("--variable", help=".mat: the variable holding the matrix")
+    fit.add_argument("--row-names", metavar="FILE", help="text file with one row name a line")
+    fit.add_argument("--column-names", metavar="FILE", help="text file with one column name a line")
+    fit.add_argument("--transpose", action="store_true",
+                     help="the file holds samples as rows: bicluster its transpose")
+    _estimator_options(fit)
+    fit.set_defaults(run=_run_fit)
+
+    simulate = commands.add_parser(
+        "simulate",
+        help="write one of the paper's simulation cases and its truth",
+        description="Write a draw of the paper's simulation case CASE to FILE (.csv, .npz or .mtx) and the true "
+                    "biclusters to FILE's name with .truth.json in place of the extension.",
+    )
+    simulate.add_argument("case", metavar="CASE", type=int, choices=sorted(CDP_CASES),
+                          help=f"simulation case, one of {sorted(CDP_CASES)}")
+    simulate.add_argument("-o", "--output", required=True, metavar="FILE", help="matrix file: .csv, .npz or .mtx")
+    simulate.add_argument("--seed", type=int, default=None,
+                          help="random seed (default: drawn at random and recorded in the truth file)")
+    simulate.add_argument("--shuffle", action="store_true", help="permute rows and columns")
+    simulate.add_argument("--force", action="store_true", help="replace existing files")
+    simulate.set_defaults(run=_run_simulate)
+
+    score = commands.add_parser(
+        "score",
+        help="Jaccard score of found biclusters against the truth",
+        description="Print the paper's Jaccard score (mean best-match Jaccard index of biclusters as sets of "
+                    "cells, the smaller of both directions) of FOUND against TRUTH.",
+    )
+    score.add_argument("found", metavar="FOUND", help="an OUTDIR of 'conjoined fit' or its biclusters.json")
+    score.add_argument("truth", metavar="TRUTH", help="a truth .json written by 'conjoined simulate'")
+    score.set_defaults(run=_run_score)
+
+    plot = commands.add_parser(
+        "plot",
+        help="redraw the pictures of a fit",
+        description="Redraw the pictures of OUTDIR (written by 'conjoined fit') from its matrix.npz and model.npz.",
+    )
+    plot.add_argument("outdir", metavar="OUTDIR")
+    plot.add_argument("--format", default="png", choices=("png", "pdf", "svg"), help="picture format")
+    plot.add_argument("--dpi", type=int, default=PICTURE_DPI, help="resolution of .png pictures")
+    plot.set_defaults(run=_run_plot)
+    return parser
+
+
+# ---------------------------------------------------------------------------------------------------- fit
+
+
+def _default_names(n):
+    return np.array([str(i) for i in range(n)])
+
+
+def _read_input(args):
+    """``(X, row_names, column_names, source_format)`` with X validated counts (CSR or dense float64)."""
+    matrix = read_matrix(args.input, layer=args.layer, variable=args.variable, row_names=args.row_names,
+                         column_names=args.column_names)
+    X, row_names, column_names = matrix.X, matrix.row_names, matrix.column_names
+    if args.transpose:
+        X = X.T.tocsr() if sp.issparse(X) else X.T
+        row_names, column_names = column_names, row_names
+    X = check_matrix(X, name=str(args.input), counts=True)
+    if X.sum() == 0:
+        raise UserError(f"{args.input}: the matrix (shape {X.shape}) holds only zeros: there is nothing to bicluster")
+    row_names = _default_names(X.shape[0]) if row_names is None else np.asarray(row_names, dtype=str)
+    column_names = _default_names(X.shape[1]) if column_names is None else np.asarray(column_names, dtype=str)
+    return X, row_names, column_names, matrix.source_format
+
+
+def _fresh_seed():
+    """A random seed to record, so that a run without --seed can be repeated."""
+    return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+
+
+def _estimator_from_args(args):
+    given = {name: getattr(args, name) for name in _ESTIMATOR_DESTS if getattr(args, name) is not None}
+    given.setdefault("random_state", _fresh_seed())
+    return ConjoinedDirichletProcess(verbose=not args.quiet, **given)
+
+
+def _members_by_membership(mask, membership, phi):
+    """Indices of the members in ``mask``, highest membership first (ties: highest phi, i.e. the member's token
+    count in the topic; then index)."""
+    members = np.flatnonzero(mask)
+    return members[np.lexsort((-phi[members], -membership[members]))]
+
+
+def _bicluster_records(model, row_names, column_names):
+    """One dict per bicluster for biclusters.json (see the module docstring)."""
+    records = []
+    for b, (k, l) in enumerate(np.asarray(model.bicluster_pairs_)):
+        record = {"index": b, "pair": [int(k), int(l)], "strength": float(model.bicluster_strength_[b])}
+        for side, mask, membership, phi, names in (
+            ("row", model.rows_[b], model.row_membership_[:, k], model.phi_rows_[:, k], row_names),
+            ("column", model.columns_[b], model.column_membership_[:, l], model.phi_columns_[:, l], column_names),
+        ):
+            members = _members_by_membership(mask, membership, phi)
+            record[f"n_{side}s"] = int(members.size)
+            record[f"{side}s"] = names[members].tolist()
+            record[f"{side}_indices"] = members.tolist()
+            record[f"{side}_membership"] = membership[members].tolist()
+            record[f"mean_{side}_membership"] = float(membership[members].mean()) if members.size else 0.0
+        records.append(record)
+    return records
+
+
+def _write_membership_csv(path, membership, labels, names, topic_prefix):
+    n_items, n_topics = membership.shape
+    table = np.empty((n_items, n_topics + 1), dtype=object)
+    table[:, :n_topics] = membership
+    table[:, n_topics] = labels
+    write_table_csv(path, table, names, [f"{topic_prefix}{t}" for t in range(n_topics)] + ["label"])
+
+
+def _k_posterior_arrays(posterior):
+    values = np.array(sorted(posterior), dtype=np.int64)
+    return values, np.array([posterior[k] for k in values], dtype=np.float64)
+
+
+def _save_model(path, model, row_names, column_names):
+    arrays = {name: np.asarray(getattr(model, name)) for name in _SAVED_ATTRIBUTES}
+    for side in ("row", "column"):
+        arrays[f"n_{side}_clusters_"] = np.int64(getattr(model, f"n_{side}_clusters_"))
+        arrays[f"{side}_k_trace"] = np.asarray(getattr(model, f"{side}_dpmm_").n_clusters_trace_)
+        values, probabilities = _k_posterior_arrays(getattr(model, f"{side}_k_posterior_"))
+        arrays[f"{side}_k_values"], arrays[f"{side}_k_probabilities"] = values, probabilities
+    np.savez_compressed(path, row_names=row_names, column_names=column_names, **arrays)
+
+
+def _load_model(path):
+    """The saved fit as an object with the attributes the plot functions read, plus row_names/column_names."""
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            arrays = {name: saved[name] for name in saved.files}
+    except Exception as exc:  # noqa: BLE001 - any read failure is one line naming the file
+        raise UserError(f"{path}: cannot read the saved fit ({type(exc).__name__}: {exc})") from None
+    missing = [name for name in _SAVED_ATTRIBUTES if name not in arrays]
+    if missing:
+        raise UserError(f"{path}: not a model.npz written by 'conjoined fit' (missing {', '.join(missing)})")
+    model = SimpleNamespace(**{name: arrays[name] for name in _SAVED_ATTRIBUTES})
+    for side in ("row", "column"):
+        setattr(model, f"n_{side}_clusters_", int(arrays[f"n_{side}_clusters_"]))
+        setattr(model, f"{side}_dpmm_", SimpleNamespace(n_clusters_trace_=arrays[f"{side}_k_trace"]))
+        posterior = dict(zip(arrays[f"{side}_k_values"].tolist(), arrays[f"{side}_k_probabilities"].tolist()))
+        setattr(model, f"{side}_k_posterior_", posterior)
+    model.row_names, model.column_names = arrays["row_names"], arrays["column_names"]
+    return model
+
+
+def _pyplot():
+    import matplotlib
+
+    # A command draws into files: use the non-interactive backend unless pyplot is already in use (main() called
+    # from a notebook), whose backend is then left alone.
+    if "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=PICTURE_DPI):
+    """Write heatmap, k_trace, theta and membership pictures of a fitted model into ``outdir``; returns paths."""
+    from .plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
+
+    plt = _pyplot()
+    drawers = {
+        "heatmap": lambda: plot_biclusters(X, model, row_names=row_names, column_names=column_names),
+        "k_trace": lambda: plot_k_trace(model),
+        "theta": lambda: plot_theta(model),
+        "membership": lambda: plot_membership(model),
+    }
+    paths = []
+    for name in PICTURES:
+        figure = drawers[name]()
+        try:
+            path = Path(outdir) / f"{name}.{fmt}"
+            figure.savefig(path, dpi=dpi)
+            paths.append(path)
+        finally:
+            plt.close(figure)
+    return paths
+
+
+def _summary(model, X, input_name, row_names):
+    """The table printed after a fit."""
+    n_biclusters = len(model.bicluster_pairs_)
+    lines = [
+        f"CDP on {input_name}: {X.shape[0]} rows x {X.shape[1]} columns, {X.sum():.0f} counts",
+        f"K_r = {model.n_row_clusters_} row clusters, K_c = {model.n_column_clusters_} column clusters, "
+        f"{n_biclusters} bicluster(s)",
+    ]
+    if not n_biclusters:
+        return "\n".join(lines + ["no (k, l) block stands out from the matrix's density (see --z-min)"])
+    lines.append("")
+    lines.append(f"{'#':>3}  {'(k, l)':>8}  {'rows':>6}  {'columns':>7}  {'strength':>9}  top rows by membership")
+    for b in range(min(n_biclusters, _SUMMARY_MAX_BICLUSTERS)):
+        k, l = (int(v) for v in model.bicluster_pairs_[b])
+        top = _members_by_membership(model.rows_[b], model.row_membership_[:, k], model.phi_rows_[:, k])
+        top_names = ", ".join(row_names[top[:_SUMMARY_TOP_ROWS]])
+        lines.append(
+            f"{b:>3}  {f'({k}, {l})':>8}  {int(model.rows_[b].sum()):>6}  {int(model.columns_[b].sum()):>7}  "
+            f"{model.bicluster_strength_[b]:>9.2f}  {top_names}"
+        )
+    if n_biclusters > _SUMMARY_MAX_BICLUSTERS:
+        lines.append(f"... and {n_biclusters - _SUMMARY_MAX_BICLUSTERS} more (see biclusters.json)")
+    return "\n".join(lines)
+
+
+def _run_fit(args, argv):
+    X, row_names, column_names, source_format = _read_input(args)
+    model = _estimator_from_args(args)
+    with atomic_output_dir(args.outdir, force=args.force) as staging:
+        model.fit(X)
+        write_json(staging / "biclusters.json", {
+            "shape": list(X.shape),
+            "n_row_clusters": model.n_row_clusters_,
+            "n_column_clusters": model.n_column_clusters_,
+            "biclusters": _bicluster_records(model, row_names, column_names),
+        })
+        _write_membership_csv(staging / "row_membership.csv", model.row_membership_, model.row_labels_,
+                              row_names, "k")
+        _write_membership_csv(staging / "column_membership.csv", model.column_membership_,
+                              model.column_labels_, column_names, "l")
+        write_table_csv(staging / "theta.csv", model.theta_, [f"k{k}" for k in range(model.theta_.shape[0])],
+                        [f"l{l}" for l in range(model.theta_.shape[1])])
+        sp.save_npz(staging / "matrix.npz", sp.csr_matrix(X))
+        _save_model(staging / "model.npz", model, row_names, column_names)
+        write_json(staging / "params.json", {
+            "conjoined_version": __version__,
+            "command": [PROG, *argv],
+            "input": {
+                "path": str(Path(args.input).absolute()),
+                "format": source_format,
+                "shape": list(X.shape),
+                "layer": args.layer,
+                "variable": args.variable,
+                "row_names": args.row_names,
+                "column_names": args.column_names,
+                "transpose": args.transpose,
+            },
+            "estimator": {name: value for name, value in model.get_params().items() if name != "verbose"},
+        })
+        draw_pictures(staging, X, model, row_names, column_names)
+    print(_summary(model, X, args.input, row_names))
+    print(f"\nResults in {args.outdir}/")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- simulate
+
+
+def _truth_path(matrix_path):
+    return matrix_path.with_name(matrix_path.name[: -len(matrix_path.suffix)] + ".truth.json")
+
+
+def _write_matrix_file(path, suffix, X, row_names, column_names):
+    if suffix == ".csv":
+        write_table_csv(path, X, row_names, column_names)
+    elif suffix == ".npz":
+        sp.save_npz(path, sp.csr_matrix(X))
+    else:
+        with open(path, "wb") as handle:
+            scipy.io.mmwrite(handle, sp.coo_matrix(X), field="integer")
+
+
+def _run_simulate(args, argv):
+    output = Path(args.output)
+    if output.suffix.lower() not in SIMULATION_FORMATS:
+        raise UserError(f"{output}: the file name must end with one of {', '.join(SIMULATION_FORMATS)}")
+    truth_path = _truth_path(output)
+    for path in (output, truth_path):
+        if path.exists() and not args.force:
+            raise UserError(f"{path} already exists; choose another name or use --force")
+    if not output.absolute().parent.is_dir():
+        raise UserError(f"{output.parent}: no such directory")
+    seed = _fresh_seed() if args.seed is None else args.seed
+    X, rows, columns = make_cdp_case(args.case, random_state=seed, shuffle=args.shuffle)
+    row_names = np.array([f"row{i}" for i in range(X.shape[0])])
+    column_names = np.array([f"col{j}" for j in range(X.shape[1])])
+    truth = {
+        "case": args.case,
+        "seed": seed,
+        "shuffle": args.shuffle,
+        "matrix": output.name,
+        "shape": list(X.shape),
+        "biclusters": [
+            {
+                "index": b,
+                "rows": row_names[row_mask].tolist(),
+                "row_indices": np.flatnonzero(row_mask).tolist(),
+                "columns": column_names[column_mask].tolist(),
+                "column_indices": np.flatnonzero(column_mask).tolist(),
+            }
+            for b, (row_mask, column_mask) in enumerate(zip(rows, columns))
+        ],
+    }
+    # both files are written under temporary names first, so a failure leaves neither half-written
+    staged = []
+    try:
+        for final, write in (
+            (output, lambda path: _write_matrix_file(path, output.suffix.lower(), X, row_names, column_names)),
+            (truth_path, lambda path: write_json(path, truth)),
+        ):
+            temporary = final.with_name(f".{final.name}.partial-{uuid.uuid4().hex[:12]}")
+            staged.append((temporary, final))
+            write(temporary)
+        for temporary, final in staged:
+            os.replace(temporary, final)
+    finally:
+        for temporary, _ in staged:
+            temporary.unlink(missing_ok=True)
+    print(f"case {args.case}: {X.shape[0]} x {X.shape[1]} matrix, {int(X.sum())} counts, {len(rows)} true "
+          f"bicluster(s) -> {output}, {truth_path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- score
+
+
+def _read_bicluster_json(path, what):
+    """``((rows, columns), shape)`` as bool arrays from a biclusters.json or truth json."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "biclusters.json"
+    if not path.is_file():
+        raise UserError(f"{path}: no such file ({what})")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            content = json.load(handle)
+        n_rows, n_cols = (int(n) for n in content["shape"])
+        rows = np.zeros((len(content["biclusters"]), n_rows), dtype=bool)
+        columns = np.zeros((len(content["biclusters"]), n_cols), dtype=bool)
+        for b, bicluster in enumerate(content["biclusters"]):
+            rows[b, bicluster["row_indices"]] = True
+            columns[b, bicluster["column_indices"]] = True
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: cannot read as JSON ({type(exc).__name__}: {exc})") from None
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise UserError(
+            f"{path}: not a biclusters/truth file (needs 'shape' and 'biclusters' with 'row_indices' and "
+            f"'column_indices'; {type(exc).__name__}: {exc})"
+        ) from None
+    return (rows, columns), (n_rows, n_cols), path
+
+
+def _run_score(args, argv):
+    found, found_shape, found_path = _read_bicluster_json(args.found, "the found biclusters")
+    truth, truth_shape, truth_path = _read_bicluster_json(args.truth, "the truth")
+    if found_shape != truth_shape:
+        raise UserError(f"{found_path} is for a {found_shape} matrix but {truth_path} for a {truth_shape} one")
+    score = jaccard_score(found, truth)
+    print(f"Jaccard score: {score:.4f} ({len(found[0])} found, {len(truth[0])} true bicluster(s))")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- plot
+
+
+def _run_plot(args, argv):
+    outdir = Path(args.outdir)
+    for name in ("matrix.npz", "model.npz"):
+        if not (outdir / name).is_file():
+            raise UserError(f"{outdir / name}: no such file; is {outdir} an OUTDIR written by 'conjoined fit'?")
+    try:
+        X = sp.load_npz(outdir / "matrix.npz").tocsr()
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(f"{outdir / 'matrix.npz'}: cannot read ({type(exc).__name__}: {exc})") from None
+    model = _load_model(outdir / "model.npz")
+    if X.shape != (model.row_labels_.size, model.column_labels_.size):
+        raise UserError(f"{outdir}: matrix.npz has shape {X.shape} but model.npz labels "
+                        f"{model.row_labels_.size} rows and {model.column_labels_.size} columns")
+    for path in draw_pictures(outdir, X, model, model.row_names, model.column_names, fmt=args.format,
+                              dpi=args.dpi):
+        print(path)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+
+def _print_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def _one_line(exc):
+    return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip()) or type(exc).__name__
+
+
+def main(argv=None):
+    """Run the ``conjoined`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors (argparse has printed the message)
+        return exc.code
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _print_warning
+            return args.run(args, argv)
+    except (UserError, ValueError, OSError, ImportError) as exc:
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,187 @@
+"""DPMM: recovery of known mixtures, reproducibility, the split/merge ratios, input checks."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import normalized_mutual_info_score
+
+import conjoined
+from conjoined.dpmm import backends
+from conjoined.dpmm.priors import SufficientStats, sample_log_dirichlet
+from conjoined.dpmm.sampler import merge_log_ratio, split_log_ratio
+from scipy.special import gammaln
+
+
+def multinomial_mixture(seed, n=300, K=6, d=100, total=80):
+    rng = np.random.default_rng(seed)
+    theta = rng.dirichlet(np.full(d, 0.3), size=K)
+    z = np.arange(n) % K
+    X = np.stack([rng.multinomial(total, theta[k]) for k in z])
+    return X, z
+
+
+def gaussian_mixture(seed, n=900, K=9, d=2, spread=12.0):
+    rng = np.random.default_rng(seed)
+    if d == 2:
+        grid = np.array([(a, b) for a in range(3) for b in range(3)], dtype=float)[:K] * spread
+    else:
+        grid = rng.normal(scale=spread / 2, size=(K, d))
+    z = np.arange(n) % K
+    return grid[z] + rng.standard_normal((n, d)), z
+
+
+def posterior_mode_of_k(model):
+    return np.bincount(model.n_clusters_trace_[model.warmup_:]).argmax()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_multinomial_mixture_recovered(seed):
+    X, z = multinomial_mixture(seed)
+    model = conjoined.DPMM(n_iter=80, random_state=seed).fit(sp.csr_matrix(X))
+    assert isinstance(model.prior_, conjoined.Multinomial)
+    assert posterior_mode_of_k(model) == 6
+    assert normalized_mutual_info_score(z, model.labels_) >= 0.95
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gaussian_2d_mixture_recovered(seed):
+    X, z = gaussian_mixture(seed)
+    model = conjoined.DPMM(n_iter=120, random_state=seed).fit(X)
+    assert isinstance(model.prior_, conjoined.NormalInverseWishart)
+    assert posterior_mode_of_k(model) == 9
+    assert normalized_mutual_info_score(z, model.labels_) >= 0.95
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gaussian_32d_mixture_recovered(seed):
+    X, z = gaussian_mixture(seed, n=600, K=6, d=32)
+    model = conjoined.DPMM(n_iter=80, random_state=seed).fit(X)
+    assert posterior_mode_of_k(model) == 6
+    assert normalized_mutual_info_score(z, model.labels_) >= 0.95
+
+
+def test_poisson_gamma_separates_totals_that_multinomial_cannot_see():
+    rng = np.random.default_rng(0)
+    rates = np.where(np.arange(60)[:, None] < 20, 6.0, 1.0) * np.ones((60, 30))
+    X = rng.poisson(rates)
+    z = (np.arange(60) < 20).astype(int)
+    poisson = conjoined.DPMM(prior=conjoined.PoissonGamma(), n_iter=60, random_state=0).fit(X)
+    assert normalized_mutual_info_score(z, poisson.labels_) == pytest.approx(1.0)
+
+
+def test_same_seed_same_result_whatever_threads(monkeypatch):
+    monkeypatch.setattr(backends, "PARALLEL_MIN_WORK", 0)
+    X, _ = multinomial_mixture(3, n=400)
+    runs = [conjoined.DPMM(n_iter=30, random_state=7, n_jobs=j).fit(sp.csr_matrix(X)) for j in (1, 2, 2)]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(runs[0].labels_trace_, other.labels_trace_)
+        np.testing.assert_array_equal(runs[0].log_posterior_trace_, other.log_posterior_trace_)
+    G, _ = gaussian_mixture(3, n=300)
+    g1 = conjoined.DPMM(n_iter=25, random_state=5, n_jobs=1).fit(G)
+    g2 = conjoined.DPMM(n_iter=25, random_state=5, n_jobs=2).fit(G)
+    np.testing.assert_array_equal(g1.labels_trace_, g2.labels_trace_)
+    np.testing.assert_array_equal(g1.log_posterior_trace_, g2.log_posterior_trace_)
+
+
+def test_dense_and_sparse_input_give_the_same_chain():
+    X, _ = multinomial_mixture(4, n=120)
+    dense = conjoined.DPMM(n_iter=20, random_state=1).fit(X)
+    sparse = conjoined.DPMM(n_iter=20, random_state=1).fit(sp.csr_matrix(X))
+    np.testing.assert_array_equal(dense.labels_trace_, sparse.labels_trace_)
+
+
+def test_traces_and_attributes():
+    X, z = multinomial_mixture(5, n=120)
+    model = conjoined.DPMM(n_iter=40, random_state=0).fit(X)
+    assert model.labels_trace_.shape == (40, 120)
+    assert model.n_clusters_trace_.shape == model.log_posterior_trace_.shape == (40,)
+    np.testing.assert_array_equal(model.labels_trace_[-1], model.labels_)
+    assert model.n_clusters_trace_[-1] == model.n_clusters_ == len(np.unique(model.labels_))
+    assert model.weights_.sum() == pytest.approx(1.0)
+    assert model.cluster_params_["theta"].shape == (model.n_clusters_, 100)
+    np.testing.assert_allclose(model.cluster_params_["theta"].sum(axis=1), 1.0)
+    proba = model.predict_proba(X)
+    assert proba.shape == (120, model.n_clusters_)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert normalized_mutual_info_score(model.labels_, model.predict(X)) >= 0.95
+    assert conjoined.DPMM(n_iter=5, store_labels=False, random_state=0).fit(X).labels_trace_ is None
+
+
+def test_log_posterior_matches_its_formula_at_the_end():
+    X, _ = multinomial_mixture(6, n=60, K=3)
+    model = conjoined.DPMM(n_iter=30, random_state=0).fit(X)
+    prior = model.prior_
+    lp = gammaln(model.alpha) - gammaln(60 + model.alpha)
+    for k in range(model.n_clusters_):
+        members = X[model.labels_ == k].astype(float)
+        stats = SufficientStats(np.array(float(len(members))), members.sum(axis=0))
+        lp += np.log(model.alpha) + gammaln(len(members)) + prior.log_marginal(stats)
+    assert model.log_posterior_trace_[-1] == pytest.approx(lp)
+
+
+@pytest.mark.parametrize("prior", [conjoined.Multinomial(0.5), conjoined.PoissonGamma(1.0, 0.3),
+                                   conjoined.NormalInverseWishart(1.0, np.zeros(3), 6.0, np.eye(3))])
+def test_split_and_merge_ratios_are_reverse_moves(prior):
+    rng = np.random.default_rng(0)
+    X = rng.poisson(3.0, size=(12, 3)).astype(float)
+    gaussian = isinstance(prior, conjoined.NormalInverseWishart)
+    if gaussian:
+        X = rng.normal(size=(12, 3))
+
+    def stats(rows):
+        return SufficientStats(np.array(float(len(rows))), X[rows].sum(axis=0),
+                               X[rows].T @ X[rows] if gaussian else None)
+
+    left, right = stats(list(range(5))), stats(list(range(5, 12)))
+    both = SufficientStats(np.array([5.0, 7.0]), np.stack([left.s1, right.s1]),
+                           np.stack([left.s2, right.s2]) if gaussian else None)
+    alpha = 0.7
+    sub_weight_term = (gammaln(alpha) - 2 * gammaln(alpha / 2) + gammaln(5 + alpha / 2) + gammaln(7 + alpha / 2)
+                       - gammaln(12 + alpha))
+    assert split_log_ratio(prior, alpha, both) + merge_log_ratio(prior, alpha, left, right) == pytest.approx(
+        sub_weight_term)
+    whole = left + right
+    expected_split = (np.log(alpha) + gammaln(5) + gammaln(7) - gammaln(12) + prior.log_marginal(left)
+                      + prior.log_marginal(right) - prior.log_marginal(whole))
+    assert split_log_ratio(prior, alpha, both) == pytest.approx(expected_split)
+
+
+def test_log_dirichlet_is_finite_for_tiny_concentrations():
+    rng = np.random.default_rng(0)
+    draws = sample_log_dirichlet(rng, np.full((2000, 3), 1e-3))
+    assert np.all(np.isfinite(draws.max(axis=1)))
+    np.testing.assert_allclose(np.exp(draws).sum(axis=1), 1.0)
+    means = np.exp(sample_log_dirichlet(rng, np.tile([2.0, 3.0, 5.0], (20000, 1)))).mean(axis=0)
+    np.testing.assert_allclose(means, [0.2, 0.3, 0.5], atol=0.01)
+
+
+@pytest.mark.parametrize("X, params, message", [
+    (np.array([[1.0, -2.0], [3.0, 4.0]]), dict(prior=conjoined.Multinomial()), "negative"),
+    (np.array([[1.0, np.nan], [3.0, 4.0]]), {}, "non-finite"),
+    (np.array([[1.5, 2.0], [3.0, 4.0]]), dict(prior=conjoined.PoissonGamma()), "integer"),
+    (np.zeros((0, 3)), {}, "empty"),
+    (np.array([1.0, 2.0, 3.0]), {}, "2-dimensional"),
+    (np.ones((4, 2)), dict(alpha=0.0), "alpha"),
+    (np.ones((4, 2)), dict(alpha=-1.0), "alpha"),
+    (np.ones((4, 2)), dict(n_iter=0), "n_iter"),
+    (np.ones((4, 2)), dict(init_clusters=10), "init_clusters"),
+    (np.ones((4, 2)), dict(prior="gauss"), "prior"),
+    (sp.csr_matrix(np.array([[0.5, 0.0], [0.0, -1.0]])), {}, "sparse"),
+])
+def test_bad_input_is_named(X, params, message):
+    with pytest.raises(ValueError, match=message):
+        conjoined.DPMM(**params).fit(X)
+
+
+def test_input_is_not_modified():
+    X, _ = multinomial_mixture(0, n=50)
+    before = X.copy()
+    conjoined.DPMM(n_iter=5, random_state=0).fit(X)
+    np.testing.assert_array_equal(X, before)
+
+
+def test_predict_checks_feature_count():
+    X, _ = multinomial_mixture(0, n=50)
+    model = conjoined.DPMM(n_iter=5, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(X[:, :10])
