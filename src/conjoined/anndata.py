@@ -6,13 +6,15 @@ its columns. The matrix is transposed without densifying. Needs ``pip install co
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import scipy.sparse as sp
 
 from ._validation import check_matrix, is_count_matrix
 from .cdp import ConjoinedDirichletProcess
 
-__all__ = ["cdp"]
+__all__ = ["cdp", "fitted_view"]
 
 
 def _require_anndata():
@@ -70,9 +72,8 @@ def _genes_by_cells(matrix):
     return np.ascontiguousarray(np.asarray(matrix).T)
 
 
-def _categorical(labels, pandas):
-    """Labels 0..K-1 as a categorical of strings ``"0"``..; -1 (set aside) becomes missing."""
-    n_clusters = int(labels.max(initial=-1)) + 1
+def _categorical(labels, n_clusters, pandas):
+    """Labels 0..n_clusters-1 as a categorical of strings ``"0"``..; -1 (set aside) becomes missing."""
     categories = [str(k) for k in range(n_clusters)]
     values = np.where(labels >= 0, labels.astype(str), None)
     return pandas.Categorical(values, categories=categories)
@@ -153,8 +154,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     adata = adata.copy() if copy else adata
     gene_names = np.asarray(adata.var_names, dtype=str)
     cell_names = np.asarray(adata.obs_names, dtype=str)
-    adata.obs[f"{key_added}_cluster"] = _categorical(model.column_labels_, pandas)
-    adata.var[f"{key_added}_cluster"] = _categorical(model.row_labels_, pandas)
+    adata.obs[f"{key_added}_cluster"] = _categorical(model.column_labels_, model.n_column_clusters_, pandas)
+    adata.var[f"{key_added}_cluster"] = _categorical(model.row_labels_, model.n_row_clusters_, pandas)
     adata.obsm[f"{key_added}_membership"] = model.column_membership_
     adata.varm[f"{key_added}_membership"] = model.row_membership_
     adata.obsm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.columns_.T)
@@ -193,3 +194,40 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         "params": {**_storable_params(model.get_params()), **run, "use_raw": bool(use_raw)},
     }
     return adata if copy else None
+
+
+def fitted_view(adata, key_added="cdp"):
+    """What :func:`cdp` stored in ``adata``, as an object with a fitted CDP's attribute names (rows = genes,
+    columns = cells), which the :mod:`conjoined.plot` functions accept.
+
+    Attributes: ``row_labels_``, ``column_labels_`` (-1 where the cluster is missing), ``rows_`` (B, n_genes),
+    ``columns_`` (B, n_cells), ``bicluster_pairs_``, ``bicluster_strength_``, ``theta_``, ``row_membership_``,
+    ``column_membership_``, ``n_row_clusters_``, ``n_column_clusters_``, ``row_k_posterior_``,
+    ``column_k_posterior_``, and ``row_dpmm_`` / ``column_dpmm_`` holding ``n_clusters_trace_``.
+    """
+    if key_added not in adata.uns:
+        raise KeyError(f"adata.uns has no {key_added!r}: run conjoined.anndata.cdp(adata, key_added={key_added!r})")
+    stored = adata.uns[key_added]
+    table = stored["biclusters"]
+    theta = np.asarray(stored["theta"])
+    return SimpleNamespace(
+        row_labels_=np.asarray(adata.var[f"{key_added}_cluster"].cat.codes, dtype=np.int64),
+        column_labels_=np.asarray(adata.obs[f"{key_added}_cluster"].cat.codes, dtype=np.int64),
+        rows_=np.asarray(adata.varm[f"{key_added}_biclusters"], dtype=bool).T,
+        columns_=np.asarray(adata.obsm[f"{key_added}_biclusters"], dtype=bool).T,
+        bicluster_pairs_=np.column_stack([table["k"], table["l"]]).astype(np.int64).reshape(-1, 2),
+        bicluster_strength_=np.asarray(table["strength"], dtype=np.float64),
+        theta_=theta,
+        row_membership_=np.asarray(adata.varm[f"{key_added}_membership"]),
+        column_membership_=np.asarray(adata.obsm[f"{key_added}_membership"]),
+        n_row_clusters_=theta.shape[0],
+        n_column_clusters_=theta.shape[1],
+        row_k_posterior_=_posterior_dict(stored["gene_k_posterior"]),
+        column_k_posterior_=_posterior_dict(stored["cell_k_posterior"]),
+        row_dpmm_=SimpleNamespace(n_clusters_trace_=np.asarray(stored["gene_k_trace"])),
+        column_dpmm_=SimpleNamespace(n_clusters_trace_=np.asarray(stored["cell_k_trace"])),
+    )
+
+
+def _posterior_dict(stored):
+    return {int(k): float(p) for k, p in zip(stored["K"], stored["probability"])}

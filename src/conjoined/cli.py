@@ -18,8 +18,8 @@
   its cluster (-1: an all-zero row set aside).
 - ``theta.csv``: theta, the joint probability of a token's row topic (lines ``k0``...) and column topic
   (columns ``l0``...).
-- ``heatmap.png`` (the matrix sorted by cluster, biclusters outlined), ``k_trace.png`` (K at each iteration of
-  each side's mixture), ``theta.png``, ``membership.png``.
+- ``heatmap.png`` (the matrix sorted by cluster, the 10 strongest biclusters outlined), ``k_trace.png`` (K at each iteration of
+  each side's mixture), ``theta.png``, ``membership.png`` (not with ``--no-plots``).
 - ``params.json``: the estimator's parameters, the input file and how it was read, the conjoined version.
 - ``matrix.npz`` (the fitted matrix, scipy.sparse) and ``model.npz`` (labels, biclusters, theta, memberships, K
   traces and names), from which ``conjoined plot`` redraws the pictures.
@@ -35,6 +35,8 @@ or non-integer values, an empty matrix, an existing OUTDIR without ``--force``),
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -51,15 +53,17 @@ from . import __version__
 from ._validation import check_matrix
 from .cdp import LIKELIHOODS, MODES, ConjoinedDirichletProcess
 from .datasets import CDP_CASES, make_cdp_case
-from .extract import DEFAULT_MIN_MEMBERSHIP, DEFAULT_Z_MIN
+from .extract import DEFAULT_MIN_ENRICHMENT, DEFAULT_MIN_MEMBERSHIP, DEFAULT_Z_MIN
 from .io import atomic_output_dir, read_matrix, write_json, write_table_csv
 from .metrics import jaccard_score
+from .plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
 
-__all__ = ["main"]
+__all__ = ["build_parser", "draw_pictures", "main"]
 
 PROG = "conjoined"
 PICTURES = ("heatmap", "k_trace", "theta", "membership")
 PICTURE_DPI = 120
+HEATMAP_MAX_BICLUSTERS = 10
 SIMULATION_FORMATS = (".csv", ".npz", ".mtx")
 _SUMMARY_MAX_BICLUSTERS = 20
 _SUMMARY_TOP_ROWS = 5
@@ -86,13 +90,15 @@ class UserError(Exception):
 
 
 def _estimator_options(parser):
-    """The CDP parameters as options; each defaults to None, meaning "the estimator's default"."""
+    """Add the CDP parameters as options; returns their names. Each defaults to None: the estimator's default."""
     defaults = ConjoinedDirichletProcess().get_params()
     group = parser.add_argument_group("CDP parameters (see conjoined.CDP)")
+    parameters = []
 
-    def add(flag, parameter, text, **kwargs):
-        shown = defaults[parameter]
+    def add(flag, parameter, text, default_text=None, **kwargs):
+        shown = defaults[parameter] if default_text is None else default_text
         group.add_argument(flag, dest=parameter, default=None, help=f"{text} (default: {shown})", **kwargs)
+        parameters.append(parameter)
 
     add("--row-alpha", "row_alpha", "Dirichlet-process concentration of the row mixture", type=float, metavar="A")
     add("--column-alpha", "column_alpha", "concentration of the column mixture", type=float, metavar="A")
@@ -105,22 +111,16 @@ def _estimator_options(parser):
     add("--n-rounds", "n_rounds", "conjoined rounds after the independent runs", type=int, metavar="N")
     add("--n-reassign", "n_reassign", "sweeps of the token reassignment", type=int, metavar="N")
     add("--mode", "mode", "'paper' runs the published pipeline", choices=MODES)
-    group.add_argument("--seed", dest="random_state", type=int, default=None, metavar="S",
-                       help="random seed: the same seed gives the same result (default: drawn at random and "
-                            "recorded in params.json)")
-    group.add_argument("--n-jobs", dest="n_jobs", type=int, default=None, metavar="N",
-                       help="threads of the DP mixtures (default: every core)")
-    group.add_argument("--min-membership", dest="min_membership", type=float, default=None, metavar="P",
-                       help="share of a row's (column's) tokens its topic needs for the row to join a bicluster "
-                            f"(default: {DEFAULT_MIN_MEMBERSHIP})")
-    group.add_argument("--z-min", dest="z_min", type=float, default=None, metavar="Z",
-                       help=f"Poisson z-score a (k, l) block needs to be a bicluster (default: {DEFAULT_Z_MIN})")
-
-
-_ESTIMATOR_DESTS = (
-    "row_alpha", "column_alpha", "row_likelihood", "column_likelihood", "row_beta", "column_beta", "n_iter",
-    "n_rounds", "n_reassign", "mode", "random_state", "n_jobs", "min_membership", "z_min",
-)
+    add("--seed", "random_state", "random seed: the same seed gives the same result",
+        "drawn at random and recorded in params.json", type=int, metavar="S")
+    add("--n-jobs", "n_jobs", "threads of the DP mixtures", "every core", type=int, metavar="N")
+    add("--min-membership", "min_membership", "share of a row's (column's) tokens its topic needs for the row to "
+        "join a bicluster", DEFAULT_MIN_MEMBERSHIP, type=float, metavar="P")
+    add("--min-enrichment", "min_enrichment", "share of a topic's tokens a row (column) needs, relative to an "
+        "average row's, to join a bicluster", DEFAULT_MIN_ENRICHMENT, type=float, metavar="R")
+    add("--z-min", "z_min", "Poisson z-score a (k, l) block needs to be a bicluster", DEFAULT_Z_MIN, type=float,
+        metavar="Z")
+    return tuple(parameters)
 
 
 def build_parser():
@@ -144,14 +144,14 @@ def build_parser():
     fit.add_argument("-o", "--outdir", required=True, metavar="OUTDIR", help="results directory (must not exist)")
     fit.add_argument("--force", action="store_true", help="replace OUTDIR if it exists (once the fit is done)")
     fit.add_argument("--quiet", action="store_true", help="no progress bars")
+    fit.add_argument("--no-plots", action="store_true", help="skip the pictures (they need matplotlib)")
     fit.add_argument("--layer", help=".h5ad: the layer holding counts ('raw': adata.raw.X; default X)")
     fit.add_argument("--variable", help=".mat: the variable holding the matrix")
     fit.add_argument("--row-names", metavar="FILE", help="text file with one row name a line")
     fit.add_argument("--column-names", metavar="FILE", help="text file with one column name a line")
     fit.add_argument("--transpose", action="store_true",
                      help="the file holds samples as rows: bicluster its transpose")
-    _estimator_options(fit)
-    fit.set_defaults(run=_run_fit)
+    fit.set_defaults(run=_run_fit, estimator_parameters=_estimator_options(fit))
 
     simulate = commands.add_parser(
         "simulate",
@@ -219,7 +219,7 @@ def _fresh_seed():
 
 
 def _estimator_from_args(args):
-    given = {name: getattr(args, name) for name in _ESTIMATOR_DESTS if getattr(args, name) is not None}
+    given = {name: getattr(args, name) for name in args.estimator_parameters if getattr(args, name) is not None}
     given.setdefault("random_state", _fresh_seed())
     return ConjoinedDirichletProcess(verbose=not args.quiet, **given)
 
@@ -305,13 +305,34 @@ def _pyplot():
     return plt
 
 
-def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=PICTURE_DPI):
-    """Write heatmap, k_trace, theta and membership pictures of a fitted model into ``outdir``; returns paths."""
-    from .plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
+def _heatmap_figsize(n_rows):
+    """plot_biclusters' default size, taller when it names 40-100 rows, so that their names do not overlap."""
+    width, height = inspect.signature(plot_biclusters).parameters["figsize"].default
+    if 40 < n_rows <= 100:
+        height = max(height, 3.5 + 0.085 * n_rows)
+    return width, height
 
+
+def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=PICTURE_DPI):
+    """Write heatmap, k_trace, theta and membership pictures of a fitted model into ``outdir``; returns paths.
+
+    The heatmap outlines the ``HEATMAP_MAX_BICLUSTERS`` strongest biclusters (all are in biclusters.json).
+    """
     plt = _pyplot()
+    n_biclusters = len(model.bicluster_pairs_)
+    heatmap_model, heatmap_title = model, None
+    if n_biclusters > HEATMAP_MAX_BICLUSTERS:
+        # past ~10, outlines and legend entries hide each other and the drawing gets slow
+        heatmap_model = SimpleNamespace(
+            row_labels_=model.row_labels_, column_labels_=model.column_labels_,
+            rows_=model.rows_[:HEATMAP_MAX_BICLUSTERS], columns_=model.columns_[:HEATMAP_MAX_BICLUSTERS],
+            bicluster_pairs_=model.bicluster_pairs_[:HEATMAP_MAX_BICLUSTERS],
+        )
+        heatmap_title = (f"{X.shape[0]} x {X.shape[1]} matrix, {n_biclusters} biclusters: the "
+                         f"{HEATMAP_MAX_BICLUSTERS} strongest shown")
     drawers = {
-        "heatmap": lambda: plot_biclusters(X, model, row_names=row_names, column_names=column_names),
+        "heatmap": lambda: plot_biclusters(X, heatmap_model, row_names=row_names, column_names=column_names,
+                                           title=heatmap_title, figsize=_heatmap_figsize(X.shape[0])),
         "k_trace": lambda: plot_k_trace(model),
         "theta": lambda: plot_theta(model),
         "membership": lambda: plot_membership(model),
@@ -354,6 +375,8 @@ def _summary(model, X, input_name, row_names):
 
 
 def _run_fit(args, argv):
+    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
+        raise UserError("the pictures need matplotlib: pip install conjoined[plot], or pass --no-plots")
     X, row_names, column_names, source_format = _read_input(args)
     model = _estimator_from_args(args)
     with atomic_output_dir(args.outdir, force=args.force) as staging:
@@ -387,7 +410,8 @@ def _run_fit(args, argv):
             },
             "estimator": {name: value for name, value in model.get_params().items() if name != "verbose"},
         })
-        draw_pictures(staging, X, model, row_names, column_names)
+        if not args.no_plots:
+            draw_pictures(staging, X, model, row_names, column_names)
     print(_summary(model, X, args.input, row_names))
     print(f"\nResults in {args.outdir}/")
     return 0
@@ -448,7 +472,8 @@ def _run_simulate(args, argv):
             (output, lambda path: _write_matrix_file(path, output.suffix.lower(), X, row_names, column_names)),
             (truth_path, lambda path: write_json(path, truth)),
         ):
-            temporary = final.with_name(f".{final.name}.partial-{uuid.uuid4().hex[:12]}")
+            # the temporary name keeps the extension: numpy and scipy append one to names lacking it
+            temporary = final.with_name(f".{final.stem}.partial-{uuid.uuid4().hex[:12]}{final.suffix}")
             staged.append((temporary, final))
             write(temporary)
         for temporary, final in staged:

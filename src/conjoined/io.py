@@ -129,6 +129,8 @@ def _read_table(path, sep):
         raise ValueError(f"{path}: cannot parse as a table ({_one_line(exc)})") from None
     if frame.shape[1] == 0:
         raise ValueError(f"{path}: the table has no columns")
+    if frame.shape[0] == 0:
+        raise ValueError(f"{path}: the table holds no values (no line after the header)")
     row_names = None
     if not pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
         row_names = _make_unique(frame.iloc[:, 0].astype(str))

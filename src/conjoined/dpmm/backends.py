@@ -85,8 +85,8 @@ class Shard:
     def assign(self, params, log_w, sub_params, sub_log_w, random_sub, log_new):
         """One pass: draw labels and sub-labels given the parameters.
 
-        Returns statistics with batch (K, 2), and the global indices and data rows of the points drawn into a new
-        cluster (label K until the driver names their clusters). ``reject`` undoes the pass.
+        Returns statistics with batch (K, 2), and the global indices, data rows and prior predictives of the points
+        drawn into a new cluster (label K until the driver names their clusters). ``reject`` undoes the pass.
         """
         K = log_w.shape[0]
         u = self._uniforms()
@@ -120,7 +120,7 @@ class Shard:
         self.previous = self.labels, self.sublabels
         self.labels, self.sublabels = labels, sublabels
         new = np.flatnonzero(labels == K)
-        return stats, new + self.offset, self.data[new]
+        return stats, new + self.offset, self.data[new], self.log_single[new]
 
     def reject(self):
         """Restore the labels and sub-labels from before the last ``assign``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numbers
-import os
+import time
 from contextlib import contextmanager
 
 import numba
@@ -112,7 +112,8 @@ class DPMM(ClusterMixin, BaseEstimator):
     warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.
     log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration (DESIGN.md section 2).
-    n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration.
+    n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration (new clusters count as splits).
+    time_trace_ : (n_iter,) seconds spent in each iteration.
     prior_ : the prior used, with data-based defaults filled in.
     n_features_in_ : int.
     """
@@ -177,11 +178,13 @@ class DPMM(ClusterMixin, BaseEstimator):
         log_post_trace = np.empty(n_iter)
         splits_trace = np.empty(n_iter, np.int64)
         merges_trace = np.empty(n_iter, np.int64)
+        time_trace = np.empty(n_iter)
         bar = progress_bar(n_iter, "DPMM", self.verbose)
         try:
             with numba_threads(n_threads):
                 state = sampler.init(backend, init_clusters, prior)
                 for it in range(n_iter):
+                    start = time.perf_counter()
                     state, (n_splits, n_merges) = sampler.step(state, backend, prior, alpha, burn_out, rng,
                                                                subcluster_moves=it < warmup)
                     for _ in range(exact_moves):
@@ -193,6 +196,7 @@ class DPMM(ClusterMixin, BaseEstimator):
                     log_post_trace[it] = sampler.log_posterior(prior, alpha, state.stats.sum(axis=1))
                     splits_trace[it] = n_splits
                     merges_trace[it] = n_merges
+                    time_trace[it] = time.perf_counter() - start
                     if labels_trace is not None:
                         labels_trace[it] = backend.all_labels()
                     bar.update()
@@ -215,6 +219,7 @@ class DPMM(ClusterMixin, BaseEstimator):
         self.log_posterior_trace_ = log_post_trace
         self.n_splits_trace_ = splits_trace
         self.n_merges_trace_ = merges_trace
+        self.time_trace_ = time_trace
 
     def _log_joint(self, X):
         check_is_fitted(self, "labels_")

@@ -96,12 +96,13 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
     block_counts = np.zeros((n_blocks, 2 * K))
     block_sums = np.zeros((n_blocks, 2 * K, d))
     for b in prange(n_blocks):
+        cluster_scores = np.empty(K)
         scores = np.empty(K + 1)
         sub = np.empty(2)
         for i in range(bounds[b], bounds[b + 1]):
-            _count_scores(indptr, indices, data, i, log_rate_t, scores[:K])
+            _count_scores(indptr, indices, data, i, log_rate_t, cluster_scores)
             for k in range(K):
-                scores[k] += offset[k] + log_w[k]
+                scores[k] = cluster_scores[k] + offset[k] + log_w[k]
             scores[K] = log_new + log_single[i]
             k = _draw(scores, u[i, 0])
             if k == K:
@@ -242,10 +243,17 @@ def _count_log_predictive(kind, hyper, n, total, sums, indptr, indices, data, i)
     x_total = 0.0
     acc = 0.0
     for p in range(indptr[i], indptr[i + 1]):
-        f = indices[p]
+        a = hyper[0] + sums[indices[p]]
         x = data[p]
         x_total += x
-        acc += math.lgamma(hyper[0] + sums[f] + x) - math.lgamma(hyper[0] + sums[f])
+        if x <= 8.0:
+            # lgamma(a + x) - lgamma(a) for a small whole x, as a product of x factors: much cheaper.
+            rising = 1.0
+            for t in range(int(x)):
+                rising *= a + t
+            acc += math.log(rising)
+        else:
+            acc += math.lgamma(a + x) - math.lgamma(a)
     if kind == COUNT_MULTINOMIAL:
         db = hyper[0] * hyper[1]
         return acc + math.lgamma(db + total) - math.lgamma(db + total + x_total)
@@ -355,3 +363,83 @@ def gaussian_sequential_allocation(X, kappa, mean, nu, psi, const, anchors, orde
         outer[s] += xx
         log_m[s] = new_m[s]
     return log_q, side, counts, sums, outer
+
+
+# --- Seating the points drawn into new clusters (``sampler.seat_new_points``) ----------------------------------
+
+@njit(cache=True, nogil=True)
+def _seat_draw(log_p, n_tables, log_new, u):
+    top = log_new
+    for c in range(n_tables):
+        top = max(top, log_p[c])
+    total = math.exp(log_new - top)
+    for c in range(n_tables):
+        total += math.exp(log_p[c] - top)
+    target = u * total
+    acc = 0.0
+    for c in range(n_tables):
+        acc += math.exp(log_p[c] - top)
+        if acc >= target:
+            return c, top + math.log(total)
+    return n_tables, top + math.log(total)
+
+
+@njit(cache=True, nogil=True)
+def count_seat(indptr, indices, data, kind, hyper, alpha, log_single, u, table, counts, totals, sums, n_tables,
+               start, log_ratio):
+    """Seat points ``start..`` one after the other at a table (cluster among themselves) or a new one.
+
+    Point t joins table c with probability proportional to n_c p(x_t | table c) or opens one with alpha m(x_t).
+    ``log_ratio`` accumulates log(normaliser_t / ((alpha + t) m(x_t))), the Metropolis-Hastings log ratio of the
+    seating (``sampler.py``). Tables live in ``counts`` (C,), ``totals`` (C,), ``sums`` (C, d); returns
+    (next point, n_tables, log_ratio): next point < n when the tables are full (the caller grows them and resumes).
+    """
+    n = indptr.shape[0] - 1
+    log_p = np.empty(counts.shape[0])
+    for t in range(start, n):
+        for c in range(n_tables):
+            log_p[c] = math.log(counts[c]) + _count_log_predictive(kind, hyper, counts[c], totals[c], sums[c],
+                                                                   indptr, indices, data, t)
+        log_new = math.log(alpha) + log_single[t]
+        c, log_norm = _seat_draw(log_p, n_tables, log_new, u[t])
+        if c == n_tables:
+            if n_tables == counts.shape[0]:
+                return t, n_tables, log_ratio
+            n_tables += 1
+        log_ratio += log_norm - math.log(alpha + t) - log_single[t]
+        table[t] = c
+        counts[c] += 1.0
+        for p in range(indptr[t], indptr[t + 1]):
+            sums[c, indices[p]] += data[p]
+            totals[c] += data[p]
+    return n, n_tables, log_ratio
+
+
+@njit(cache=True, nogil=True)
+def gaussian_seat(X, kappa, mean, nu, psi, const, alpha, log_single, u, table, counts, sums, outer, log_m,
+                  n_tables, start, log_ratio):
+    """``count_seat`` for dense Gaussian points under a NIW prior; ``log_m`` (C,) caches each table's log
+    marginal likelihood."""
+    n = X.shape[0]
+    log_p = np.empty(counts.shape[0])
+    new_m = np.empty(counts.shape[0])
+    for t in range(start, n):
+        x = X[t]
+        xx = np.outer(x, x)
+        for c in range(n_tables):
+            new_m[c] = _niw_log_marginal(counts[c] + 1.0, sums[c] + x, outer[c] + xx, kappa, mean, nu, psi, const)
+            log_p[c] = math.log(counts[c]) + new_m[c] - log_m[c]
+        log_new = math.log(alpha) + log_single[t]
+        c, log_norm = _seat_draw(log_p, n_tables, log_new, u[t])
+        if c == n_tables:
+            if n_tables == counts.shape[0]:
+                return t, n_tables, log_ratio
+            n_tables += 1
+            new_m[c] = log_single[t]
+        log_ratio += log_norm - math.log(alpha + t) - log_single[t]
+        table[t] = c
+        counts[c] += 1.0
+        sums[c] += x
+        outer[c] += xx
+        log_m[c] = new_m[c]
+    return n, n_tables, log_ratio

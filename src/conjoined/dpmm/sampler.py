@@ -9,10 +9,10 @@ expose ``initialize``, ``assign`` and ``update`` (see ``backends.py``). One ``st
 2. cluster and sub-cluster parameters from their conjugate posteriors;
 3. one pass over the data, every point independently given the draw: a label among the K clusters or "new"
    (weight pi_rest times its prior predictive), a sub-label within its cluster, and the statistics;
-4. the pass is a Metropolis-Hastings proposal for the labels: the draw above lets every "new" point found its own
-   cluster, while the process, with its rest integrated out, would also let them share. The exact acceptance
-   probability is the Chinese-restaurant probability that n new points sit alone, prod_{t<n} alpha/(alpha+t)
-   (1 for n <= 1, the usual case). Rejection keeps the previous labels;
+4. the pass is a Metropolis-Hastings proposal for the labels. Points drawn "new" are then seated among
+   themselves one after the other, Chinese-restaurant style with collapsed predictives (``seat_new_points``);
+   the exact acceptance ratio is prod_t normaliser_t / ((alpha + t) m(x_t)) over those points (1 when there are
+   none or one, the usual case). Rejection keeps the previous labels;
 5. empty clusters removed; a cluster with an empty sub-cluster is reset (random sub-labels next pass);
 6. with ``subcluster_moves``, split proposals, then pairwise merge proposals (Chang & Fisher), each accepted with
    its Hastings ratio;
@@ -29,8 +29,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import gammaln
 
+from . import kernels
 from .priors import SufficientStats, sample_log_dirichlet
 
 
@@ -113,23 +115,62 @@ def _drop_empty(backend, state):
     return DPMMState(state.stats.take(np.flatnonzero(keep)), state.age[keep], state.random_sub[keep])
 
 
-def sample_kernel_params(state, prior, alpha, rng):
-    """Steps 1-2: log weights and parameters of clusters and sub-clusters, flattened to 2K sub-cluster entries."""
+def sample_kernel_params(state, prior, alpha, rng, with_subclusters=True):
+    """Steps 1-2: log weights and parameters of clusters and sub-clusters, flattened to 2K sub-cluster entries.
+
+    Without sub-clusters (no sub-cluster moves to feed) their parameters are placeholders and every cluster's
+    sub-labels are drawn at random, which skips their scores in the pass.
+    """
     stats = state.stats
     cluster_stats = stats.sum(axis=1)
     K = cluster_stats.n.shape[0]
     log_w = sample_log_dirichlet(rng, np.append(cluster_stats.n, alpha))
-    sub_log_w = sample_log_dirichlet(rng, stats.n + alpha / 2.0).reshape(2 * K)
     params = prior.sample(prior.posterior(cluster_stats), rng)
-    sub_params = prior.sample(prior.posterior(stats), rng)
-    sub_params = tuple(p.reshape((2 * K,) + p.shape[2:]) for p in sub_params)
-    return params, log_w[:K], sub_params, sub_log_w, state.random_sub.copy(), float(log_w[K])
+    if with_subclusters:
+        sub_log_w = sample_log_dirichlet(rng, stats.n + alpha / 2.0).reshape(2 * K)
+        sub_params = prior.sample(prior.posterior(stats), rng)
+        sub_params = tuple(p.reshape((2 * K,) + p.shape[2:]) for p in sub_params)
+        random_sub = state.random_sub.copy()
+    else:
+        sub_log_w = np.zeros(2 * K)
+        sub_params = tuple(np.zeros((2 * K,) + p.shape[1:]) for p in params)
+        random_sub = np.ones(K, bool)
+    return params, log_w[:K], sub_params, sub_log_w, random_sub, float(log_w[K])
 
 
-def new_points_log_acceptance(alpha, n_new):
-    """Log probability that ``n_new`` points entering the rest of a Dirichlet process each sit alone."""
-    t = np.arange(n_new)
-    return float(np.sum(np.log(alpha) - np.log(alpha + t)))
+_SPARE_TABLES = 16
+
+
+def seat_new_points(prior, alpha, rows, log_single, rng):
+    """Seat the points drawn "new" at clusters of their own, sequentially (see ``kernels.count_seat``).
+
+    Returns (table of each point (m,) int64, SufficientStats of the tables with batch (T,), log MH ratio).
+    """
+    m, d = rows.shape
+    table = np.zeros(m, np.int64)
+    u = rng.random(m)
+    args = prior.kernel_args(d)
+    gaussian = not sp.issparse(rows)
+    cap = min(m, _SPARE_TABLES)
+    arrays = [np.zeros(cap), np.zeros((cap, d))]
+    arrays += [np.zeros((cap, d, d)), np.zeros(cap)] if gaussian else [np.zeros(cap)]
+    start, n_tables, log_ratio = 0, 0, 0.0
+    while start < m:
+        if gaussian:
+            counts, sums, outer, log_m = arrays
+            start, n_tables, log_ratio = kernels.gaussian_seat(
+                np.ascontiguousarray(rows), *args, float(alpha), log_single, u, table, counts, sums, outer, log_m,
+                n_tables, start, log_ratio)
+        else:
+            counts, sums, totals = arrays
+            start, n_tables, log_ratio = kernels.count_seat(
+                np.asarray(rows.indptr, np.int64), np.asarray(rows.indices, np.int32), np.asarray(rows.data, np.float64),
+                *args,
+                float(alpha), log_single, u, table, counts, totals, sums, n_tables, start, log_ratio)
+        if start < m:
+            arrays = [np.concatenate([a, np.zeros((cap,) + a.shape[1:])]) for a in arrays]
+    stats = SufficientStats(arrays[0][:n_tables], arrays[1][:n_tables], arrays[2][:n_tables] if gaussian else None)
+    return table, stats, float(log_ratio)
 
 
 def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
@@ -137,11 +178,13 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
 
     Returns ``(new_state, StepInfo)``.
     """
-    kernel_params = sample_kernel_params(state, prior, alpha, rng)
-    stats, new_index, new_rows = backend.assign(*kernel_params)
-    if new_index.shape[0] > 1 and np.log(rng.uniform()) >= new_points_log_acceptance(alpha, new_index.shape[0]):
-        backend.reject()
-        stats, new_index = state.stats, new_index[:0]
+    kernel_params = sample_kernel_params(state, prior, alpha, rng, with_subclusters=subcluster_moves)
+    stats, new_index, new_rows, new_log_single = backend.assign(*kernel_params)
+    if new_index.shape[0]:
+        tables, table_stats, log_ratio = seat_new_points(prior, alpha, new_rows, new_log_single, rng)
+        if np.log(rng.uniform()) >= log_ratio:
+            backend.reject()
+            stats, new_index = state.stats, new_index[:0]
     K = stats.n.shape[0]
     age = state.age.copy()
     random_sub = np.zeros(K, bool)
@@ -185,14 +228,14 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
         resets.append(True)
         return len(n_list) - 1
 
-    rows = new_rows.toarray() if hasattr(new_rows, "toarray") else np.asarray(new_rows, dtype=np.float64)
     new_labels = np.empty(new_index.shape[0], np.int64)
-    for t, x in enumerate(rows[: new_index.shape[0]]):
-        single = SufficientStats(np.float64(1.0), x, None if s2_list is None else np.outer(x, x))
-        new_labels[t] = append_cluster()
-        set_cluster(new_labels[t], single, SufficientStats(np.float64(0.0), np.zeros_like(x),
-                                                           None if s2_list is None else np.zeros((x.size, x.size))),
-                    True)
+    if new_index.shape[0]:
+        table_ids = np.array([append_cluster() for _ in range(table_stats.n.shape[0])])
+        for t, cluster in enumerate(table_ids):
+            part = table_stats.take(t)
+            set_cluster(cluster, part, SufficientStats(np.float64(0.0), np.zeros_like(part.s1),
+                                                       None if part.s2 is None else np.zeros_like(part.s2)), True)
+        new_labels = table_ids[tables]
 
     splits = []
     for k in np.flatnonzero(split_ok):

@@ -26,7 +26,8 @@ def _allocate(prior, points, anchors, order, forced, u):
     args = prior.kernel_args(points.shape[1])
     if sp.issparse(points):
         log_q, side, counts, sums = kernels.count_sequential_allocation(
-            points.indptr.astype(np.int64), points.indices.astype(np.int32), points.data.astype(np.float64),
+            np.asarray(points.indptr, np.int64), np.asarray(points.indices, np.int32),
+            np.asarray(points.data, np.float64),
             *args, anchors, order, forced, u,
         )
         return log_q, side, SufficientStats(counts, sums)

@@ -1,0 +1,205 @@
+"""conjoined.anndata.cdp: results in obs/var/obsm/varm/uns, the .h5ad round trip, copy semantics, bad input."""
+
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from conjoined.cdp import ConjoinedDirichletProcess
+from conjoined.datasets import make_biclusters_counts
+
+anndata = pytest.importorskip("anndata")
+pd = pytest.importorskip("pandas")
+
+from conjoined.anndata import cdp, fitted_view  # noqa: E402
+
+PARAMS = {"n_iter": 30, "random_state": 0}
+
+
+@pytest.fixture
+def planted():
+    """AnnData of 12 cells x 16 genes (sparse counts) with one bicluster: genes 0-5 x cells 0-4."""
+    X, rows, columns = make_biclusters_counts((16, 12), [(slice(0, 6), slice(0, 5))], 3000, 0.8, random_state=0)
+    adata = anndata.AnnData(
+        X=sp.csr_matrix(X.T.astype(np.float32)),
+        obs=pd.DataFrame(index=[f"cell{j}" for j in range(12)]),
+        var=pd.DataFrame(index=[f"gene{i}" for i in range(16)]),
+    )
+    return adata, X, rows[0], columns[0]
+
+
+def _reference_model(X):
+    return ConjoinedDirichletProcess(**PARAMS).fit(X)
+
+
+def test_results_match_the_estimator(planted):
+    adata, X, planted_genes, planted_cells = planted
+    assert cdp(adata, **PARAMS) is None
+    model = _reference_model(X)
+
+    cells, genes = adata.obs["cdp_cluster"], adata.var["cdp_cluster"]
+    assert isinstance(cells.dtype, pd.CategoricalDtype)
+    assert list(cells.cat.categories) == [str(l) for l in range(model.n_column_clusters_)]
+    assert list(genes.cat.categories) == [str(k) for k in range(model.n_row_clusters_)]
+    np.testing.assert_array_equal(cells.cat.codes, model.column_labels_)
+    np.testing.assert_array_equal(genes.cat.codes, model.row_labels_)
+    np.testing.assert_array_equal(adata.obsm["cdp_membership"], model.column_membership_)
+    np.testing.assert_array_equal(adata.varm["cdp_membership"], model.row_membership_)
+    np.testing.assert_array_equal(adata.obsm["cdp_biclusters"], model.columns_.T)
+    np.testing.assert_array_equal(adata.varm["cdp_biclusters"], model.rows_.T)
+
+    stored = adata.uns["cdp"]
+    table = stored["biclusters"]
+    assert list(table.columns) == ["k", "l", "strength", "n_genes", "n_cells"]
+    np.testing.assert_array_equal(table[["k", "l"]].to_numpy(), model.bicluster_pairs_)
+    np.testing.assert_allclose(table["strength"], model.bicluster_strength_)
+    strongest = table.index[0]
+    assert set(stored["bicluster_genes"][strongest]) == {f"gene{i}" for i in np.flatnonzero(planted_genes)}
+    assert set(stored["bicluster_cells"][strongest]) == {f"cell{j}" for j in np.flatnonzero(planted_cells)}
+    k = table.loc[strongest, "k"]
+    gene_membership = adata.varm["cdp_membership"][:, k]
+    listed = adata.var_names.get_indexer(stored["bicluster_genes"][strongest])
+    assert np.all(np.diff(gene_membership[listed]) <= 0)  # highest membership first
+    np.testing.assert_array_equal(stored["theta"], model.theta_)
+    assert dict(zip(stored["gene_k_posterior"]["K"], stored["gene_k_posterior"]["probability"])) == \
+        model.row_k_posterior_
+    np.testing.assert_array_equal(stored["cell_k_trace"], model.column_dpmm_.n_clusters_trace_)
+    assert stored["params"]["n_iter"] == 30 and stored["params"]["random_state"] == 0
+    assert stored["params"]["use_raw"] is False
+    assert "min_membership" not in stored["params"]  # None is left out: .h5ad cannot hold it
+
+
+def _assert_same_results(a, b, key="cdp"):
+    for frame in ("obs", "var"):
+        pd.testing.assert_series_equal(getattr(a, frame)[f"{key}_cluster"], getattr(b, frame)[f"{key}_cluster"])
+    for store in ("obsm", "varm"):
+        for name in (f"{key}_membership", f"{key}_biclusters"):
+            np.testing.assert_array_equal(getattr(a, store)[name], getattr(b, store)[name])
+    ua, ub = a.uns[key], b.uns[key]
+    assert sorted(ua) == sorted(ub)
+    pd.testing.assert_frame_equal(ua["biclusters"], ub["biclusters"], check_dtype=False)
+    for name in ("bicluster_genes", "bicluster_cells"):
+        assert sorted(ua[name]) == sorted(ub[name])
+        for b_index in ua[name]:
+            assert list(ua[name][b_index]) == list(ub[name][b_index])
+    for name in ("gene_k_posterior", "cell_k_posterior"):
+        for field in ("K", "probability"):
+            np.testing.assert_array_equal(ua[name][field], ub[name][field])
+    for name in ("theta", "gene_k_trace", "cell_k_trace"):
+        np.testing.assert_array_equal(ua[name], ub[name])
+    assert ua["params"] == ub["params"]
+
+
+def test_h5ad_round_trip(planted, tmp_path):
+    adata, X, _, _ = planted
+    cdp(adata, **PARAMS)
+    adata.write_h5ad(tmp_path / "a.h5ad")
+    back = anndata.read_h5ad(tmp_path / "a.h5ad")
+    _assert_same_results(adata, back)
+
+    view, model = fitted_view(back), _reference_model(X)
+    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "bicluster_pairs_", "theta_",
+                 "row_membership_", "column_membership_"):
+        np.testing.assert_array_equal(getattr(view, name), getattr(model, name), err_msg=name)
+    assert view.n_row_clusters_ == model.n_row_clusters_
+    assert view.column_k_posterior_ == model.column_k_posterior_
+    np.testing.assert_array_equal(view.row_dpmm_.n_clusters_trace_, model.row_dpmm_.n_clusters_trace_)
+
+
+def test_copy_semantics_and_key_added(planted):
+    adata, _, _, _ = planted
+    before = (adata.obs.columns.tolist(), adata.var.columns.tolist(), list(adata.obsm), list(adata.uns))
+    result = cdp(adata, key_added="run1", copy=True, **PARAMS)
+    assert isinstance(result, anndata.AnnData) and result is not adata
+    assert (adata.obs.columns.tolist(), adata.var.columns.tolist(), list(adata.obsm), list(adata.uns)) == before
+    assert "run1_cluster" in result.obs and "run1" in result.uns and "cdp" not in result.uns
+
+    assert cdp(adata, key_added="run1", **PARAMS) is None
+    _assert_same_results(result, adata, key="run1")
+
+
+def test_dense_and_layer_give_the_same_result_and_sparse_stays_sparse(planted, monkeypatch):
+    adata, _, _, _ = planted
+    seen = []
+    original_fit = ConjoinedDirichletProcess.fit
+
+    def recording_fit(self, X, y=None):
+        seen.append((sp.issparse(X), X.shape))
+        return original_fit(self, X)
+
+    monkeypatch.setattr(ConjoinedDirichletProcess, "fit", recording_fit)
+    cdp(adata, **PARAMS)
+    dense = anndata.AnnData(X=np.zeros(adata.shape), obs=adata.obs[[]].copy(), var=adata.var[[]].copy(),
+                            layers={"counts": adata.X.toarray()})
+    cdp(dense, layer="counts", **PARAMS)
+    assert seen == [(True, (16, 12)), (False, (16, 12))]
+    pd.testing.assert_series_equal(dense.obs["cdp_cluster"], adata.obs["cdp_cluster"])
+    np.testing.assert_array_equal(dense.obsm["cdp_membership"], adata.obsm["cdp_membership"])
+    assert dense.uns["cdp"]["params"]["layer"] == "counts"
+
+
+def test_use_raw_restricted_to_var_names(planted):
+    adata, _, _, _ = planted
+    extra = anndata.AnnData(
+        X=sp.hstack([adata.X, sp.csr_matrix(np.ones((12, 2), dtype=np.float32))]).tocsr(),
+        obs=adata.obs[[]].copy(), var=pd.DataFrame(index=[*adata.var_names, "extra0", "extra1"]),
+    )
+    log_normalised = adata.copy()
+    log_normalised.X = log_normalised.X.log1p()
+    log_normalised.raw = extra
+    cdp(log_normalised, use_raw=True, **PARAMS)
+    cdp(adata, **PARAMS)
+    np.testing.assert_array_equal(log_normalised.varm["cdp_membership"], adata.varm["cdp_membership"])
+    assert log_normalised.uns["cdp"]["params"]["use_raw"] is True
+
+
+def test_set_aside_cells_are_missing_and_survive_h5ad(planted, tmp_path):
+    adata, _, _, _ = planted
+    X = adata.X.toarray()
+    X[3] = 0
+    adata.X = sp.csr_matrix(X)
+    with pytest.warns(UserWarning, match="all-zero"):
+        cdp(adata, **PARAMS)
+    assert adata.obs["cdp_cluster"].isna().tolist() == [j == 3 for j in range(12)]
+    adata.write_h5ad(tmp_path / "a.h5ad")
+    back = anndata.read_h5ad(tmp_path / "a.h5ad")
+    assert back.obs["cdp_cluster"].isna().tolist() == [j == 3 for j in range(12)]
+    assert fitted_view(back).column_labels_[3] == -1
+
+
+def test_non_count_layer_is_a_clear_error(planted):
+    adata, _, _, _ = planted
+    adata.layers["counts"] = adata.X.copy()
+    adata.layers["lognorm"] = adata.X.log1p()
+    with pytest.raises(ValueError, match=r"adata\.layers\['lognorm'\] contains non-integer values, first at "
+                                         r"\(row, col\) = \(\d+, \d+\).*raw counts.*'counts'"):
+        cdp(adata, layer="lognorm", **PARAMS)
+    adata.X = adata.X.log1p()
+    with pytest.raises(ValueError, match=r"adata\.X contains non-integer.*pass layer="):
+        cdp(adata, **PARAMS)
+    negative = adata.layers["counts"].copy()
+    negative.data[0] = -1
+    adata.layers["negative"] = negative
+    with pytest.raises(ValueError, match="negative"):
+        cdp(adata, layer="negative", **PARAMS)
+    with pytest.raises(ValueError, match="no layer 'spliced'; layers: 'counts'"):
+        cdp(adata, layer="spliced", **PARAMS)
+    with pytest.raises(ValueError, match="not both"):
+        cdp(adata, layer="counts", use_raw=True, **PARAMS)
+    with pytest.raises(ValueError, match="adata.raw is None"):
+        cdp(adata, use_raw=True, **PARAMS)
+    assert "cdp" not in adata.uns and "cdp_cluster" not in adata.obs
+
+
+def test_fitted_view_without_results(planted):
+    adata, _, _, _ = planted
+    with pytest.raises(KeyError, match="run conjoined.anndata.cdp"):
+        fitted_view(adata)
+
+
+def test_clear_message_without_anndata(planted, monkeypatch):
+    adata, _, _, _ = planted
+    monkeypatch.setitem(sys.modules, "anndata", None)
+    with pytest.raises(ImportError, match=r"pip install conjoined\[singlecell\]"):
+        cdp(adata, **PARAMS)

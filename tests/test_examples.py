@@ -1,0 +1,55 @@
+"""The example scripts run end to end on reduced settings (``--quick``) and print their sections."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+NEWSGROUPS = PROJECT_ROOT.parent / "shared" / "data" / "20news_w100.mat"
+PICTURES = ("heatmap.png", "k_trace.png", "theta.png", "membership.png")
+
+
+def _run_example(name, *args, cwd):
+    result = subprocess.run([sys.executable, str(PROJECT_ROOT / "examples" / name), *map(str, args), "--quick"],
+                            cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.mark.skipif(not NEWSGROUPS.is_file(), reason=f"{NEWSGROUPS} is absent")
+def test_newsgroups_quick(tmp_path):
+    out = _run_example("newsgroups.py", NEWSGROUPS, "--out", tmp_path / "out", cwd=tmp_path)
+    assert "100 words x 16242 documents" in out
+    for configuration in ("defaults", "text", "paper"):
+        assert f"=== configuration {configuration!r}" in out
+        for picture in PICTURES:
+            assert (tmp_path / "out" / configuration / picture).stat().st_size > 10_000
+    assert out.count("--- heavy biclusters") == 3
+    assert out.count("--- document clusters: newsgroup make-up") == 3
+    assert out.count("NMI against the four newsgroups: 0.") == 3
+    assert "team, games" in out  # the sports bicluster is found even on reduced settings
+
+
+def test_newsgroups_missing_file(tmp_path):
+    result = subprocess.run([sys.executable, str(PROJECT_ROOT / "examples" / "newsgroups.py"),
+                             str(tmp_path / "absent.mat"), "--quick"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "absent.mat" in result.stderr
+
+
+def test_pbmc_quick(tmp_path):
+    pytest.importorskip("scanpy")
+    anndata = pytest.importorskip("anndata")
+    out = _run_example("pbmc.py", "--out", tmp_path / "out", cwd=tmp_path)
+    assert "pbmc68k_reduced: 700 cells x 765 genes" in out
+    for configuration in ("singlecell", "paper"):
+        assert f"=== configuration {configuration!r}" in out
+        for picture in (*PICTURES, "umap.png"):
+            assert (tmp_path / "out" / configuration / picture).stat().st_size > 10_000
+    assert out.count("--- strongest") == 2 and "    cells: " in out and "    top genes: " in out
+    assert out.count("--- cell clusters: cell-type make-up") == 2
+    assert out.count("NMI against the 10 cell types: 0.") == 2
+    saved = anndata.read_h5ad(tmp_path / "out" / "pbmc68k_cdp.h5ad")
+    assert {"cdp_singlecell", "cdp_paper"} <= set(saved.uns)
+    assert saved.layers["counts"].sum() == 486651  # the recovered counts
