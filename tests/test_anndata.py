@@ -67,7 +67,7 @@ def test_results_match_the_estimator(planted):
     np.testing.assert_array_equal(stored["cell_k_trace"], model.column_dpmm_.n_clusters_trace_)
     assert stored["params"]["n_iter"] == 30 and stored["params"]["random_state"] == 0
     assert stored["params"]["use_raw"] is False
-    assert "min_membership" not in stored["params"]  # None is left out: .h5ad cannot hold it
+    assert "z_min" not in stored["params"]  # None is left out: .h5ad cannot hold it
 
 
 def _assert_same_results(a, b, key="cdp"):

@@ -51,49 +51,73 @@ def test_topic_parameters_by_hand():
 
 def test_significance_rule_by_hand():
     counts = _counts_at_labels(X_BLOCK, LABELS, LABELS, 2, 2)
-    found = extract_biclusters(X_BLOCK, counts)
+    found = extract_biclusters(X_BLOCK, counts, row_labels=LABELS, column_labels=LABELS, min_size=1)
     assert isinstance(found, Biclusters)
-    # Pair (0, 0): observed 20, expected 4 * 1.75 = 7, z = 13 / sqrt(7) = 4.91; the other pairs are below 7.
+    # Block sums [[20, 2], [2, 4]] over 4 cells each. Overall density 1.75: block (0, 0) has z = 13/sqrt(7) and
+    # is heavy; the background density is then (2 + 2 + 4) / 12 = 2/3, where (1, 1) (z = 1.33/1.63) stays light
+    # and (0, 0) has z = (20 - 8/3) / sqrt(8/3). No other row or column favours the block's density 5:
+    # row 2 has 1 count in columns 0-1, log-likelihood ratio 1 * log(7.5) - 2 * (5 - 2/3) < log(2/2).
     np.testing.assert_array_equal(found.rows, [[True, True, False, False]])
     np.testing.assert_array_equal(found.columns, [[True, True, False, False]])
     np.testing.assert_array_equal(found.pairs, [[0, 0]])
-    np.testing.assert_allclose(found.strength, [13 / np.sqrt(7)])
-    nothing = extract_biclusters(X_BLOCK, counts, z_min=5.0)
+    np.testing.assert_allclose(found.strength, [(20 - 8 / 3) / np.sqrt(8 / 3)])
+    nothing = extract_biclusters(X_BLOCK, counts, row_labels=LABELS, column_labels=LABELS, z_min=12.0)
     assert nothing.rows.shape == (0, 4) and nothing.columns.shape == (0, 4) and nothing.pairs.shape == (0, 2)
 
 
-def test_significance_rule_finds_overlapping_biclusters():
-    # Blocks A = rows 0-2 x cols 0-2 and B = rows 2-4 x cols 3-5 share row 2; row 5 is background.
-    X = np.zeros((6, 6), dtype=int)
-    X[0:3, 0:3] = 4
-    X[2:5, 3:6] = 4
-    X[5, :] = 1
-
-    def pair_of_cell(i, j):
-        col_topic = 0 if j < 3 else 1
-        if i == 5:
-            return 2, col_topic
-        return col_topic, col_topic  # row 2's tokens go to A in A's columns and to B in B's columns
-
-    counts = _tally(X, pair_of_cell, 3, 2)
-    found = extract_biclusters(X, counts)
-    # Row 2 has membership 1/2 in A and B and holds 12 of each topic's 36 tokens (twice an average row's share).
-    # Pairs (0, 0) and (1, 1): observed 36, expected 9 * 78 / 36 = 19.5, z = 3.74 each; others are below expected.
+def test_significance_rule_background_density_reveals_a_modest_block():
+    # A strong block (rows/cols 0-3, 30 per cell) and a modest one (rows/cols 4-7, 4 per cell) on a background of
+    # 1 per cell. Against the overall density (about 3.9) the modest block is not even above average; against
+    # the background density it is far above it.
+    X = np.ones((12, 12), dtype=int)
+    X[:4, :4] = 30
+    X[4:8, 4:8] = 4
+    labels = np.repeat([0, 1, 2], 4)
+    counts = _counts_at_labels(X, labels, labels, 3, 3)
+    found = extract_biclusters(X, counts, row_labels=labels, column_labels=labels)
     np.testing.assert_array_equal(found.pairs, [[0, 0], [1, 1]])
-    np.testing.assert_array_equal(found.rows, [[1, 1, 1, 0, 0, 0], [0, 0, 1, 1, 1, 0]])
-    np.testing.assert_array_equal(found.columns, [[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]])
-    np.testing.assert_allclose(found.strength, [16.5 / np.sqrt(19.5)] * 2)
+    assert X.sum() / X.size > 3.5
 
 
-def test_significance_rule_needs_enrichment_not_only_membership():
-    # Row 2 puts all its tokens in row topic 0 but holds far less than an average row's share of it.
-    X = np.array([[9, 9, 0], [9, 9, 0], [1, 0, 0], [0, 0, 3]])
-    rows, cols = np.array([0, 0, 0, 1]), np.array([0, 0, 1])
-    counts = _counts_at_labels(X, rows, cols, 2, 2)
-    found = extract_biclusters(X, counts, z_min=1.0)
-    np.testing.assert_array_equal(found.rows[0], [True, True, False, False])
-    with_weak_rows = extract_biclusters(X, counts, z_min=1.0, min_enrichment=0.1)
-    np.testing.assert_array_equal(with_weak_rows.rows[0], [True, True, True, False])
+def test_significance_rule_min_size_drops_single_row_blocks():
+    X = np.ones((6, 6), dtype=int)
+    X[0, :3] = 20
+    labels = np.array([0, 1, 1, 1, 1, 1])
+    columns = np.array([0, 0, 0, 1, 1, 1])
+    counts = _counts_at_labels(X, labels, columns, 2, 2)
+    assert extract_biclusters(X, counts, row_labels=labels, column_labels=columns).pairs.shape == (0, 2)
+    single = extract_biclusters(X, counts, row_labels=labels, column_labels=columns, min_size=1)
+    np.testing.assert_array_equal(single.pairs, [[0, 0]])
+
+
+def test_significance_rule_finds_overlapping_biclusters():
+    # Blocks A = rows 0-3 x cols 0-3 and B = rows 3-6 x cols 4-7 share row 3, which the partition puts with A;
+    # rows 7-9 and columns 8-9 are background.
+    X = np.ones((10, 10), dtype=int)
+    X[0:4, 0:4] = 6
+    X[3:7, 4:8] = 6
+    rows = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
+    cols = np.array([0, 0, 0, 0, 1, 1, 1, 1, 2, 2])
+    counts = _counts_at_labels(X, rows, cols, 3, 3)
+    found = extract_biclusters(X, counts, row_labels=rows, column_labels=cols)
+    np.testing.assert_array_equal(np.sort(found.pairs, axis=0), [[0, 0], [1, 1]])
+    by_pair = {tuple(p): (r, c) for p, r, c in zip(found.pairs, found.rows, found.columns)}
+    np.testing.assert_array_equal(by_pair[(0, 0)][0], np.arange(10) < 4)
+    np.testing.assert_array_equal(by_pair[(1, 1)][0], (np.arange(10) >= 3) & (np.arange(10) < 7))
+    np.testing.assert_array_equal(by_pair[(1, 1)][1], (np.arange(10) >= 4) & (np.arange(10) < 8))
+
+
+def test_significance_rule_keeps_identical_biclusters_once():
+    # One true block whose rows the partition cut in two: both halves are heavy with the block's columns, each
+    # takes the other half's rows, and the two biclusters are one.
+    X = np.ones((8, 8), dtype=int)
+    X[:4, :4] = 8
+    rows = np.array([0, 0, 1, 1, 2, 2, 2, 2])
+    cols = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    counts = _counts_at_labels(X, rows, cols, 3, 2)
+    found = extract_biclusters(X, counts, row_labels=rows, column_labels=cols)
+    assert found.pairs.shape == (1, 2)
+    np.testing.assert_array_equal(found.rows[0], np.arange(8) < 4)
 
 
 def test_paper_code_rule_by_hand():
@@ -145,10 +169,10 @@ def test_dt2b_rule_by_hand():
         ({"rule": "dt2b", "z_min": 3.0}, "rule 'dt2b' does not use z_min"),
         ({"rule": "significance", "a_r": 0.5}, "does not use a_r"),
         ({"rule": "paper-code"}, "needs a_r and a_c"),
-        ({"min_membership": 1.5}, r"min_membership must be in \(0, 1\]"),
-        ({"min_membership": 0.0}, "min_membership must be > 0"),
-        ({"min_enrichment": -1.0}, "min_enrichment must be >= 0"),
-        ({"z_min": "high"}, "z_min must be a finite number"),
+        ({"rule": "significance"}, "needs row_labels"),
+        ({"row_labels": LABELS[:3], "column_labels": LABELS}, "row_labels must be an integer array of shape"),
+        ({"row_labels": LABELS, "column_labels": LABELS, "min_size": 0}, "min_size must be an integer >= 1"),
+        ({"row_labels": LABELS, "column_labels": LABELS, "z_min": "high"}, "z_min must be a finite number"),
     ],
 )
 def test_bad_arguments_raise(kwargs, message):

@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator, BiclusterMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -51,14 +52,29 @@ def _k_posterior(dpmm):
 
 
 def _select_labels(dpmm):
-    """Labels of the last post-warm-up iteration whose K is the posterior mode of K, relabelled 0..K-1."""
+    """Point estimate of the partition from the post-warm-up trace, with K the posterior mode of K.
+
+    The last sample with that K is the reference; every other sample with that K is matched to it (Hungarian
+    assignment on the contingency table) and each item takes its most frequent matched label, a posterior
+    summary that does not depend on one sample's noise. Labels are relabelled 0..K-1.
+    """
     k_post = _k_posterior(dpmm)
     k_mode = max(k_post, key=lambda k: (k_post[k], -k))
     ks = dpmm.n_clusters_trace_
-    last = max(i for i in range(dpmm.warmup_, len(ks)) if ks[i] == k_mode)
-    labels = dpmm.labels_trace_[last]
-    _, compact = np.unique(labels, return_inverse=True)
-    return compact.astype(np.int64), k_mode, k_post
+    chosen = [i for i in range(dpmm.warmup_, len(ks)) if ks[i] == k_mode]
+    _, reference = np.unique(dpmm.labels_trace_[chosen[-1]], return_inverse=True)
+    votes = np.zeros((reference.shape[0], k_mode))
+    for i in chosen:
+        _, sample = np.unique(dpmm.labels_trace_[i], return_inverse=True)
+        overlap = np.zeros((k_mode, k_mode))
+        np.add.at(overlap, (sample, reference), 1)
+        rows, cols = linear_sum_assignment(-overlap)
+        matched = np.empty(k_mode, np.int64)
+        matched[rows] = cols
+        votes[np.arange(reference.shape[0]), matched[sample]] += 1
+    labels = np.argmax(votes, axis=1)
+    _, labels = np.unique(labels, return_inverse=True)
+    return labels.astype(np.int64), int(labels.max()) + 1, k_post
 
 
 class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
@@ -85,11 +101,12 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     reassign_method : {"gibbs", "paper-code"}, default="gibbs"
         "paper-code" is the authors' one-draw resampling, for comparison only.
     extraction : {"significance", "paper-code"}, default="significance"
-        "significance" keeps the (k, l) blocks whose token count exceeds the matrix's density by ``z_min`` Poisson
-        standard deviations, rows and columns by membership >= ``min_membership``; "paper-code" is the authors'
-        argmax + (mean + sd of block means) rule.
-    min_membership, min_enrichment, z_min : float or None
-        Thresholds of the significance rule (None: the rule's defaults; see ``conjoined.extract``).
+        "significance" keeps the blocks (row cluster k x column cluster l) whose count exceeds the background
+        density by ``z_min`` Poisson standard deviations, and lets rows and columns of other clusters join a block
+        whose density explains their counts better than the background (overlap); "paper-code" is the authors'
+        argmax + (mean + sd of block means) rule on the token allocation. See ``conjoined.extract``.
+    z_min, min_size : float, int or None
+        Thresholds of the significance rule (None: its defaults, 3 and 2).
     mode : {"conjoined", "paper"}, default="conjoined"
         "paper" forces the published pipeline: independent multinomial mixtures on the raw matrix, no
         conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given.
@@ -116,8 +133,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
 
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",
                  row_beta=1.0, column_beta=1.0, n_iter=150, n_rounds=2, n_reassign=20, a_r=0.1, a_c=0.1,
-                 lam=0.1, reassign_method="gibbs", extraction="significance", min_membership=None,
-                 min_enrichment=None, z_min=None, mode="conjoined", random_state=None, n_jobs=None, verbose=False):
+                 lam=0.1, reassign_method="gibbs", extraction="significance", z_min=None, min_size=None,
+                 mode="conjoined", random_state=None, n_jobs=None, verbose=False):
         self.row_alpha = row_alpha
         self.column_alpha = column_alpha
         self.row_likelihood = row_likelihood
@@ -132,9 +149,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         self.lam = lam
         self.reassign_method = reassign_method
         self.extraction = extraction
-        self.min_membership = min_membership
-        self.min_enrichment = min_enrichment
         self.z_min = z_min
+        self.min_size = min_size
         self.mode = mode
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -200,8 +216,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         )
         params = topic_parameters(counts, a_r=self.a_r, a_c=self.a_c, lam=self.lam)
         if self.extraction == "significance":
-            found = extract_biclusters(core, counts, rule="significance", min_membership=self.min_membership,
-                                       min_enrichment=self.min_enrichment, z_min=self.z_min)
+            found = extract_biclusters(core, counts, rule="significance", row_labels=row_labels,
+                                       column_labels=col_labels, z_min=self.z_min, min_size=self.min_size)
         else:
             found = extract_biclusters(core, counts, rule="paper-code", a_r=self.a_r, a_c=self.a_c)
 

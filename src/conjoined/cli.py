@@ -53,7 +53,7 @@ from . import __version__
 from ._validation import check_matrix
 from .cdp import LIKELIHOODS, MODES, ConjoinedDirichletProcess
 from .datasets import CDP_CASES, make_cdp_case
-from .extract import DEFAULT_MIN_ENRICHMENT, DEFAULT_MIN_MEMBERSHIP, DEFAULT_Z_MIN
+from .extract import DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
 from .io import atomic_output_dir, read_matrix, write_json, write_table_csv
 from .metrics import jaccard_score
 from .plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
@@ -114,12 +114,10 @@ def _estimator_options(parser):
     add("--seed", "random_state", "random seed: the same seed gives the same result",
         "drawn at random and recorded in params.json", type=int, metavar="S")
     add("--n-jobs", "n_jobs", "threads of the DP mixtures", "every core", type=int, metavar="N")
-    add("--min-membership", "min_membership", "share of a row's (column's) tokens its topic needs for the row to "
-        "join a bicluster", DEFAULT_MIN_MEMBERSHIP, type=float, metavar="P")
-    add("--min-enrichment", "min_enrichment", "share of a topic's tokens a row (column) needs, relative to an "
-        "average row's, to join a bicluster", DEFAULT_MIN_ENRICHMENT, type=float, metavar="R")
-    add("--z-min", "z_min", "Poisson z-score a (k, l) block needs to be a bicluster", DEFAULT_Z_MIN, type=float,
-        metavar="Z")
+    add("--z-min", "z_min", "Poisson z-score a block needs above the background density to be a bicluster",
+        DEFAULT_Z_MIN, type=float, metavar="Z")
+    add("--min-size", "min_size", "fewest rows and columns of a bicluster", DEFAULT_MIN_SIZE, type=int,
+        metavar="N")
     return tuple(parameters)
 
 
