@@ -40,9 +40,11 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
 
     Raises
     ------
+    TypeError
+        Non-numeric values.
     ValueError
-        Empty input, wrong number of dimensions, non-numeric, NaN/inf, negative or non-integer values (when
-        ``counts``), naming the first offending position.
+        Empty input, wrong number of dimensions, NaN/inf, negative or non-integer values (when ``counts``),
+        naming the first offending position.
     """
     if sp.issparse(X):
         if X.ndim != 2:
@@ -54,10 +56,12 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
     else:
         if X is None:
             raise ValueError(f"{name} is None; expected a 2-d array")
+        if np.iscomplexobj(X):
+            raise ValueError(f"Complex data not supported: {name} has complex values")
         try:
             out = np.array(X, dtype=dtype, order="C", copy=True)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{name} must be numeric: {exc}") from None
+            raise TypeError(f"{name} must be numeric: {exc}") from None
         if out.ndim != 2:
             raise ValueError(
                 f"{name} must be 2-dimensional (n_samples, n_features), got shape {out.shape}; "
@@ -66,18 +70,24 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
         values = out
     n_rows, n_cols = out.shape
     if n_rows == 0 or n_cols == 0:
-        raise ValueError(f"{name} is empty: shape {out.shape}")
+        raise ValueError(
+            f"{name} is empty: {n_rows} sample(s), {n_cols} feature(s) (shape={out.shape}) while a minimum of 1 is "
+            "required."
+        )
     if n_rows < min_rows:
-        raise ValueError(f"{name} has {n_rows} row(s); at least {min_rows} are required")
+        raise ValueError(f"{name} has {n_rows} row(s) (n_samples = {n_rows}); at least {min_rows} are required")
     if n_cols < min_cols:
-        raise ValueError(f"{name} has {n_cols} column(s); at least {min_cols} are required")
+        raise ValueError(f"{name} has {n_cols} column(s) ({n_cols} feature(s)); at least {min_cols} are required")
     if not np.all(np.isfinite(values)):
         pos = _describe_position(out, lambda v: ~np.isfinite(v))
         raise ValueError(f"{name} contains non-finite values (NaN or inf), first at (row, col) = {pos}")
     if counts:
         if np.any(values < 0):
             pos = _describe_position(out, lambda v: v < 0)
-            raise ValueError(f"{name} contains negative values, first at (row, col) = {pos}; counts must be >= 0")
+            raise ValueError(
+                f"{name} contains negative values (Negative values in data), first at (row, col) = {pos}; "
+                "counts must be >= 0"
+            )
         if np.any(values != np.round(values)):
             pos = _describe_position(out, lambda v: v != np.round(v))
             raise ValueError(

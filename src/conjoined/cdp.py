@@ -35,6 +35,27 @@ LIKELIHOODS = ("poisson", "multinomial")
 MODES = ("conjoined", "paper")
 
 
+_HASH_MULTIPLIER = 2654435761
+_HASH_MODULUS = 1048573  # a prime below 2**20: products with counts stay far from int64 overflow
+
+
+def _content_keys(X):
+    """(row keys, column keys): integers computed from the counts alone, so a permutation of the rows and
+    columns permutes the keys with them. Two rounds: totals, then totals weighted by hashes of the other side's
+    totals (exact integer arithmetic, so the summation order does not matter)."""
+    counts = sp.csr_matrix(X, dtype=np.int64)
+    row_totals = np.asarray(counts.sum(axis=1)).ravel()
+    column_totals = np.asarray(counts.sum(axis=0)).ravel()
+    row_mix = np.asarray(counts @ ((column_totals * _HASH_MULTIPLIER) % _HASH_MODULUS)).ravel() % _HASH_MODULUS
+    column_mix = np.asarray(counts.T @ ((row_totals * _HASH_MULTIPLIER) % _HASH_MODULUS)).ravel() % _HASH_MODULUS
+    return (row_totals, row_mix), (column_totals, column_mix)
+
+
+def _canonical_order(keys):
+    """Order of items by their content keys (``np.lexsort``; ties, i.e. identical keys, keep input order)."""
+    return np.lexsort(keys[::-1])
+
+
 def _aggregate(X, labels, n_clusters):
     """(n_rows, n_clusters) sums of X's columns by column label (labels -1 are left out)."""
     keep = labels >= 0
@@ -195,7 +216,12 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
             )
         if row_kept.sum() < 2 or col_kept.sum() < 2:
             raise ValueError("X needs at least 2 rows and 2 columns with non-zero counts")
-        core = X[row_kept][:, col_kept]
+        # A canonical order of rows and columns, from their content: a shuffled matrix gives the same result,
+        # shuffled (up to rows or columns whose content keys tie exactly).
+        row_keys, col_keys = _content_keys(X[row_kept][:, col_kept])
+        row_index = np.flatnonzero(row_kept)[_canonical_order(row_keys)]
+        col_index = np.flatnonzero(col_kept)[_canonical_order(col_keys)]
+        core = X[row_index][:, col_index]
 
         seeds = seed_sequence(self.random_state).spawn(3 + 2 * self.n_rounds)
         dpmm_seeds = iter(seeds[1:])
@@ -221,16 +247,16 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         else:
             found = extract_biclusters(core, counts, rule="paper-code", a_r=self.a_r, a_c=self.a_c)
 
-        self.row_labels_ = _expand(row_labels, row_kept, -1)
-        self.column_labels_ = _expand(col_labels, col_kept, -1)
+        self.row_labels_ = _expand(row_labels, row_index, n_rows, -1)
+        self.column_labels_ = _expand(col_labels, col_index, n_cols, -1)
         self.n_row_clusters_, self.n_column_clusters_ = int(K_r), int(K_c)
         self.theta_ = params.theta
-        self.phi_rows_ = _expand(params.phi_rows, row_kept, 0.0)
-        self.phi_columns_ = _expand(params.phi_columns, col_kept, 0.0)
-        self.row_membership_ = _expand(params.row_membership, row_kept, 0.0)
-        self.column_membership_ = _expand(params.column_membership, col_kept, 0.0)
-        self.rows_ = _expand(found.rows.T, row_kept, False).T
-        self.columns_ = _expand(found.columns.T, col_kept, False).T
+        self.phi_rows_ = _expand(params.phi_rows, row_index, n_rows, 0.0)
+        self.phi_columns_ = _expand(params.phi_columns, col_index, n_cols, 0.0)
+        self.row_membership_ = _expand(params.row_membership, row_index, n_rows, 0.0)
+        self.column_membership_ = _expand(params.column_membership, col_index, n_cols, 0.0)
+        self.rows_ = _expand(found.rows.T, row_index, n_rows, False).T
+        self.columns_ = _expand(found.columns.T, col_index, n_cols, False).T
         self.bicluster_pairs_ = found.pairs
         self.bicluster_strength_ = found.strength
         self.row_k_posterior_, self.column_k_posterior_ = row_k_post, col_k_post
@@ -248,14 +274,16 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         tags.input_tags.positive_only = True
+        # sklearn's tag for non-negative integer input: its checks then feed counts, which is what CDP models.
+        tags.input_tags.categorical = True
         return tags
 
 
-def _expand(values, kept, fill):
-    """Put the per-item ``values`` of the kept items back in place among all items, ``fill`` elsewhere."""
+def _expand(values, index, n, fill):
+    """Per-item ``values`` of the items ``index`` (in that order) put back among all n items, ``fill`` elsewhere."""
     values = np.asarray(values)
-    out = np.full((kept.shape[0],) + values.shape[1:], fill, dtype=values.dtype)
-    out[kept] = values
+    out = np.full((n,) + values.shape[1:], fill, dtype=values.dtype)
+    out[index] = values
     return out
 
 

@@ -9,13 +9,13 @@ A bicluster is a (row topic k, column topic l) pair together with a set of rows 
     ``rho0`` is the background density: the density of the cells outside the heavy blocks, found by iterating
     from the matrix's overall density (a block of elevated counts inflates the overall density, which hides
     modest blocks such as case 2's). Blocks narrower than ``min_size`` rows or columns are not biclusters.
-    ``strength = (O - E) / sqrt(E)``. Each heavy block is then refined: its bicluster holds the rows whose counts
-    in the block's columns are better explained by the block's density ``rho`` than by ``rho0`` (log-likelihood
-    ratio ``O_i log(rho / rho0) - |cols| (rho - rho0) > 0``), then, ``rho`` re-estimated, the columns likewise
-    given those rows (one round: repeating lets a block drift). That is how a row
-    that belongs to two blocks, labelled with one of them, joins the other (biclusters overlap), and how a block
-    that a row cluster's stray member made heavy dissolves into the real one. Biclusters that end up identical
-    are kept once.
+    ``strength = (O - E) / sqrt(E)``. A row "favours" a heavy block when its count in the block's columns is
+    likelier at the block's density ``rho`` than at ``rho0`` (log-likelihood ratio
+    ``O_i log(rho / rho0) - |cols| (rho - rho0) > 0``); columns likewise. A heavy block most of whose own rows or
+    columns do not favour it was made heavy by a few stray members and is dropped; otherwise its bicluster holds
+    its own rows and columns plus the outsiders that favour it and stand ``z_min`` standard deviations above the
+    background. That is how a row that belongs to two blocks, labelled with one of them, joins the other:
+    biclusters overlap. Biclusters that end up identical are kept once.
 
     Measured on the four simulation cases from the CDP estimator's partitions (12 replicates): mean Jaccard 1.0,
     0.89, 1.0, 0.99, against 1.0, 0.88, 0.88, 0.98 for a rule on the token memberships after reassignment
@@ -189,22 +189,29 @@ def _favouring(counts, n_other, rho, rho0):
     return counts * np.log(rho / rho0) - n_other * (rho - rho0) > 0
 
 
-def _refine(X, rows, columns, rho0):
-    """The rows and columns whose counts a heavy block's density explains, or None if it has none.
+def _refine(X, rows, columns, rho0, z_min):
+    """The bicluster of a heavy block: its rows and columns, plus outsiders that belong to it too; or None.
 
-    Rows: those whose count in the block's columns is likelier at the block's density rho than at rho0; then, rho
-    re-estimated on those rows, the columns likewise. One round only: repeating would let the block drift, each
-    stray member lowering rho and so the bar for the next.
+    Against the block's density rho and the background rho0, an item "favours" the block when its count over the
+    block's other side is likelier at rho (log-likelihood ratio > 0). A block most of whose own rows or columns
+    do not favour it was made heavy by a few stray members and is no bicluster of its own (None). Outsiders join
+    when they favour the block and their count stands ``z_min`` Poisson standard deviations above the background
+    (overlap needs evidence, not a coin flip). Everything is measured against the block as labelled, so one
+    joiner cannot pull in the next.
     """
     rho = _block_density(X, rows, columns)
     if rho <= rho0:
         return None
-    rows = _favouring(np.asarray(X @ columns.astype(np.float64)).ravel(), columns.sum(), rho, rho0)
-    rho = _block_density(X, rows, columns)
-    if rho <= rho0:
+    n_r, n_c = rows.sum(), columns.sum()
+    row_counts = np.asarray(X @ columns.astype(np.float64)).ravel()
+    column_counts = np.asarray(rows.astype(np.float64) @ X).ravel()
+    favour_rows = _favouring(row_counts, n_c, rho, rho0)
+    favour_columns = _favouring(column_counts, n_r, rho, rho0)
+    if favour_rows[rows].mean() < 0.5 or favour_columns[columns].mean() < 0.5:
         return None
-    columns = _favouring(np.asarray(rows.astype(np.float64) @ X).ravel(), rows.sum(), rho, rho0)
-    return rows, columns
+    z_rows = (row_counts - rho0 * n_c) / np.sqrt(rho0 * n_c)
+    z_columns = (column_counts - rho0 * n_r) / np.sqrt(rho0 * n_r)
+    return rows | (favour_rows & (z_rows >= z_min)), columns | (favour_columns & (z_columns >= z_min))
 
 
 def _significance_rule(X, row_labels, column_labels, z_min, min_size):
@@ -218,7 +225,7 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size):
     heavy, rho0, z = _heavy_blocks(observed, sizes, z_min, eligible, X.sum() / (n_rows * n_cols))
     rows, columns, pairs, strength = [], [], [], []
     for k, l in sorted(np.argwhere(heavy).tolist(), key=lambda kl: -z[kl[0], kl[1]]):
-        refined = _refine(X, row_sets[k], column_sets[l], rho0)
+        refined = _refine(X, row_sets[k], column_sets[l], rho0, z_min)
         if refined is None or refined[0].sum() < min_size or refined[1].sum() < min_size:
             continue
         r, c = refined

@@ -1,0 +1,118 @@
+"""ConjoinedDirichletProcess: accuracy on the paper's cases, invariances, attributes, input checks, sklearn checks."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import conjoined
+from conjoined import CDP, ConjoinedDirichletProcess
+from conjoined.datasets import make_cdp_case
+from conjoined.metrics import jaccard_score
+
+
+def score(model, rows, columns):
+    return jaccard_score((model.rows_, model.columns_), (rows, columns))
+
+
+# Mean Jaccard over seeds 0-2 (shuffled rows and columns), measured: 1.0, 0.93, 1.0, 1.0.
+@pytest.mark.parametrize("case, minimum", [(1, 0.95), (2, 0.85), (3, 0.95), (4, 0.95)])
+def test_default_parameters_recover_the_simulation_cases(case, minimum):
+    scores = []
+    for seed in range(3):
+        X, rows, columns = make_cdp_case(case, random_state=seed, shuffle=True)
+        scores.append(score(CDP(random_state=seed).fit(X), rows, columns))
+    assert np.mean(scores) >= minimum, scores
+
+
+def test_shuffling_rows_and_columns_shuffles_the_result():
+    X, _, _ = make_cdp_case(3, random_state=5)
+    rng = np.random.default_rng(1)
+    pr, pc = rng.permutation(X.shape[0]), rng.permutation(X.shape[1])
+    a = CDP(random_state=3).fit(X)
+    b = CDP(random_state=3).fit(X[pr][:, pc])
+    np.testing.assert_array_equal(a.row_labels_[pr], b.row_labels_)
+    np.testing.assert_array_equal(a.column_labels_[pc], b.column_labels_)
+    np.testing.assert_array_equal(a.rows_[:, pr], b.rows_)
+    np.testing.assert_array_equal(a.columns_[:, pc], b.columns_)
+    np.testing.assert_array_equal(a.row_membership_[pr], b.row_membership_)
+    np.testing.assert_allclose(a.theta_, b.theta_)
+
+
+def test_same_seed_same_result_and_threads_do_not_matter():
+    X, _, _ = make_cdp_case(4, random_state=0)
+    a = CDP(random_state=11, n_jobs=1).fit(X)
+    b = CDP(random_state=11, n_jobs=2).fit(sp.csr_matrix(X))
+    np.testing.assert_array_equal(a.rows_, b.rows_)
+    np.testing.assert_array_equal(a.columns_, b.columns_)
+    np.testing.assert_array_equal(a.token_counts_.n_ik, b.token_counts_.n_ik)
+
+
+def test_fitted_attributes():
+    X, rows, columns = make_cdp_case(3, random_state=2, shuffle=True)
+    model = ConjoinedDirichletProcess(random_state=0).fit(X)
+    K_r, K_c = model.n_row_clusters_, model.n_column_clusters_
+    assert model.theta_.shape == (K_r, K_c) and model.theta_.sum() == pytest.approx(1.0)
+    assert model.phi_rows_.shape == (50, K_r) and model.phi_columns_.shape == (50, K_c)
+    np.testing.assert_allclose(model.phi_rows_.sum(axis=0), 1.0)
+    np.testing.assert_allclose(model.row_membership_.sum(axis=1), 1.0)
+    np.testing.assert_allclose(model.column_membership_.sum(axis=1), 1.0)
+    assert model.rows_.shape == (model.n_biclusters_, 50) and model.rows_.dtype == bool
+    assert model.bicluster_pairs_.shape == (model.n_biclusters_, 2)
+    assert np.all(np.diff(model.bicluster_strength_) <= 0)
+    assert sum(model.row_k_posterior_.values()) == pytest.approx(1.0)
+    assert K_r in model.row_k_posterior_ and K_c in model.column_k_posterior_
+    assert set(np.unique(model.row_labels_)) == set(range(K_r))
+    assert model.row_dpmm_.labels_trace_.shape[0] == model.n_iter
+    rows_0, cols_0 = model.get_indices(0)
+    assert model.get_submatrix(0, X).shape == (len(rows_0), len(cols_0))
+
+
+def test_all_zero_rows_and_columns_are_set_aside_in_place():
+    X, rows, columns = make_cdp_case(1, random_state=0)
+    X = X.copy()
+    X[[3, 40], :] = 0
+    X[:, 7] = 0
+    with pytest.warns(UserWarning, match="2 all-zero row"):
+        model = CDP(random_state=0).fit(X)
+    assert model.row_labels_[3] == model.row_labels_[40] == -1 and model.column_labels_[7] == -1
+    assert not model.rows_[:, [3, 40]].any() and not model.columns_[:, 7].any()
+    np.testing.assert_array_equal(model.row_membership_[3], 0.0)
+    assert model.rows_.shape[1] == 50 and (model.row_labels_ >= 0).sum() == 48
+
+
+def test_the_papers_pipeline_runs_as_an_option():
+    X, _, _ = make_cdp_case(2, random_state=0)
+    model = CDP(mode="paper", reassign_method="paper-code", extraction="paper-code", n_iter=60,
+                random_state=0).fit(X)
+    assert isinstance(model.row_dpmm_.prior_, conjoined.Multinomial)
+    assert model.rows_.shape[1] == 20
+
+
+@pytest.mark.parametrize("X, params, message", [
+    (np.array([[1, -1], [2, 3]]), {}, "negative"),
+    (np.array([[1.0, np.inf], [2.0, 3.0]]), {}, "non-finite"),
+    (np.array([[1.5, 1.0], [2.0, 3.0]]), {}, "non-integer"),
+    (np.array([[1, 2, 3]]), {}, "at least 2"),
+    (np.array([[1], [2], [3]]), {}, "at least 2"),
+    (np.zeros((4, 4)), {}, "all zeros"),
+    (np.ones((3, 3)), {"row_alpha": 0.0}, "row_alpha"),
+    (np.ones((3, 3)), {"mode": "fast"}, "mode"),
+    (np.ones((3, 3)), {"row_likelihood": "gauss"}, "row_likelihood"),
+    (np.ones((3, 3)), {"n_iter": 0}, "n_iter"),
+])
+def test_bad_input_is_named(X, params, message):
+    with pytest.raises(ValueError, match=message):
+        CDP(**params).fit(X)
+
+
+def test_input_is_not_modified():
+    X, _, _ = make_cdp_case(2, random_state=0)
+    before = X.copy()
+    CDP(n_iter=30, random_state=0).fit(X)
+    np.testing.assert_array_equal(X, before)
+
+
+@parametrize_with_checks([CDP(n_iter=20, n_reassign=3, random_state=0)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
