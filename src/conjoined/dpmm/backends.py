@@ -10,6 +10,8 @@ shard per stream on its workers.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -20,6 +22,19 @@ from .priors import SufficientStats
 GAUSSIAN_BLOCKS = 8
 # Below this many non-zeros (or points x features) a pass runs single-threaded: thread start-up would dominate.
 PARALLEL_MIN_WORK = 200_000
+
+
+class SparseRows(NamedTuple):
+    """Some rows of a CSR matrix as plain arrays (cheap to build and to send): indptr, indices, data."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    n_features: int
+
+    @property
+    def shape(self):
+        return self.indptr.shape[0] - 1, self.n_features
 
 
 def shard_bounds(n, n_shards):
@@ -50,14 +65,16 @@ class Shard:
         self.n, self.d = data.shape
         self.streams = shard_bounds(self.n, len(seeds))
         self.rngs = [np.random.default_rng(seed) for seed in seeds[: len(self.streams) - 1]]
+        self.stream_sizes = np.diff(self.streams)
         self.parallel = n_threads > 1 and work >= PARALLEL_MIN_WORK
+        self.thread_blocks = shard_bounds(self.n, n_threads if self.parallel else 1)
         self.labels = np.zeros(self.n, np.int32)
         self.sublabels = np.zeros(self.n, np.int8)
 
     def _uniforms(self):
-        return np.concatenate([
-            rng.random((b - a, 2)) for rng, a, b in zip(self.rngs, self.streams[:-1], self.streams[1:])
-        ])
+        if len(self.rngs) == 1:
+            return self.rngs[0].random((self.n, 2))
+        return np.concatenate([rng.random((size, 2)) for rng, size in zip(self.rngs, self.stream_sizes)])
 
     def initialize(self, n_clusters, prior):
         """Uniformly random labels in 0..n_clusters-1 and random sub-labels; returns their statistics.
@@ -94,11 +111,10 @@ class Shard:
             log_rate, offset = params
             sub_log_rate, sub_offset = sub_params
             kernel = kernels.assign_counts if self.parallel else kernels.assign_counts_serial
-            bounds = shard_bounds(self.n, self.n_threads if self.parallel else 1)
             labels, sublabels, counts, sums = kernel(
                 self.indptr, self.indices, self.values, np.ascontiguousarray(log_rate.T), offset, log_w,
                 np.ascontiguousarray(sub_log_rate.T), sub_offset, sub_log_w, random_sub, log_new, self.log_single,
-                u, bounds,
+                u, self.thread_blocks,
             )
             stats = _as_stats(counts.sum(axis=0), sums.sum(axis=0), None, K)
         else:
@@ -120,7 +136,7 @@ class Shard:
         self.previous = self.labels, self.sublabels
         self.labels, self.sublabels = labels, sublabels
         new = np.flatnonzero(labels == K)
-        return stats, new + self.offset, self.data[new], self.log_single[new]
+        return stats, new + self.offset, self._rows(new), self.log_single[new]
 
     def reject(self):
         """Restore the labels and sub-labels from before the last ``assign``."""
@@ -139,8 +155,17 @@ class Shard:
 
     def points_of(self, clusters):
         """Global indices (sorted) and data rows of the points whose label is in ``clusters``."""
-        local = np.flatnonzero(np.isin(self.labels, clusters))
-        return local + self.offset, self.data[local]
+        in_clusters = self.labels == clusters[0]
+        for k in clusters[1:]:
+            in_clusters |= self.labels == k
+        local = np.flatnonzero(in_clusters)
+        return local + self.offset, self._rows(local)
+
+    def _rows(self, local):
+        """Data rows ``local`` (sorted indices): ``SparseRows`` or a dense array."""
+        if not self.sparse:
+            return self.values[local]
+        return SparseRows(*kernels.csr_take_rows(self.indptr, self.indices, self.values, local), self.d)
 
 
 def _as_stats(counts, sums, outer, K):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 import time
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -17,6 +18,7 @@ from .._progress import progress_bar
 from .._validation import check_int, check_matrix, check_positive
 from . import kernels, sampler
 from .backends import LocalBackend
+from .checkpoint import Checkpointer, data_digest, prior_description
 from .priors import CountPrior, NormalInverseWishart, default_prior
 from .sams import sams_move
 
@@ -49,6 +51,21 @@ def resolve_n_jobs(n_jobs):
     if n_jobs < 0:
         return max(1, available + 1 + n_jobs)
     return min(n_jobs, available)
+
+
+BACKENDS = ("local", "dask")
+
+
+class RunSettings(NamedTuple):
+    """The validated parameters that shape the chain (a checkpoint must match them to be resumed)."""
+
+    alpha: float
+    n_iter: int
+    burn_out: int
+    init_clusters: int
+    warmup: int
+    exact_moves: int
+    n_shards: int
 
 
 @contextmanager
@@ -99,7 +116,26 @@ class DPMM(ClusterMixin, BaseEstimator):
         Keep the (n_iter, n_samples) label trace; turn off for huge data.
     n_shards : int, default=16
         The points are cut into this many contiguous shards, each with its own random stream. Results depend on
-        it (not on threads or workers); it bounds the number of useful distributed workers.
+        it (not on threads, backend or workers); it bounds the number of useful distributed workers.
+    backend : {"local", "dask"}, default="local"
+        Where the data pass runs. "dask" spreads the shards over Dask distributed workers (actors holding the
+        points, sent once); the driver keeps a copy of the data and labels and re-creates the shards of a worker
+        that dies, so the fit goes on with the same result. Same seed, same labels as "local". Needs the extra
+        ``pip install "conjoined[dask]"``.
+    client : distributed.Client or None, default=None
+        With ``backend="dask"``: the cluster to use (left open).
+    address : str or None, default=None
+        With ``backend="dask"``: a scheduler address to connect to. Without ``client`` or ``address``, an embedded
+        ``LocalCluster`` on 127.0.0.1 (2 worker processes, 1 thread each) is started and closed by ``fit``.
+    checkpoint : str, path or None, default=None
+        File (``.npz``) where the fit is saved every ``checkpoint_every`` iterations and at the end, atomically.
+        If the file exists when ``fit`` starts and was written for the same data and parameters, the fit resumes
+        from it and ends exactly as an uninterrupted fit would (a finished checkpoint gives the result without
+        sampling); one written for other data or parameters raises a ValueError. ``random_state=None`` resumes
+        whatever seed the file was started with. The file holds the traces, so it grows with
+        ``n_iter x n_samples`` when ``store_labels``.
+    checkpoint_every : int, default=10
+        Iterations between checkpoints.
 
     Attributes
     ----------
@@ -119,7 +155,8 @@ class DPMM(ClusterMixin, BaseEstimator):
     """
 
     def __init__(self, alpha=1.0, prior=None, n_iter=100, burn_out=15, init_clusters=1, random_state=None,
-                 n_jobs=None, verbose=False, store_labels=True, n_shards=16, warmup=None, exact_moves=1):
+                 n_jobs=None, verbose=False, store_labels=True, n_shards=16, warmup=None, exact_moves=1,
+                 backend="local", client=None, address=None, checkpoint=None, checkpoint_every=10):
         self.alpha = alpha
         self.prior = prior
         self.n_iter = n_iter
@@ -132,6 +169,11 @@ class DPMM(ClusterMixin, BaseEstimator):
         self.n_shards = n_shards
         self.warmup = warmup
         self.exact_moves = exact_moves
+        self.backend = backend
+        self.client = client
+        self.address = address
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
 
     def _validate_data_and_prior(self, X):
         raw = check_matrix(X, name="X")
@@ -150,55 +192,91 @@ class DPMM(ClusterMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         """Run the sampler on X (n_samples, n_features), dense or scipy.sparse; returns self."""
-        alpha = check_positive(self.alpha, "alpha")
         n_iter = check_int(self.n_iter, "n_iter", minimum=1)
-        burn_out = check_int(self.burn_out, "burn_out", minimum=0)
-        init_clusters = check_int(self.init_clusters, "init_clusters", minimum=1)
-        n_shards = check_int(self.n_shards, "n_shards", minimum=1)
-        warmup = n_iter // 2 if self.warmup is None else check_int(self.warmup, "warmup", minimum=0)
-        exact_moves = check_int(self.exact_moves, "exact_moves", minimum=0)
+        settings = RunSettings(
+            alpha=check_positive(self.alpha, "alpha"),
+            n_iter=n_iter,
+            burn_out=check_int(self.burn_out, "burn_out", minimum=0),
+            init_clusters=check_int(self.init_clusters, "init_clusters", minimum=1),
+            warmup=n_iter // 2 if self.warmup is None else check_int(self.warmup, "warmup", minimum=0),
+            exact_moves=check_int(self.exact_moves, "exact_moves", minimum=0),
+            n_shards=check_int(self.n_shards, "n_shards", minimum=1),
+        )
+        checkpoint_every = check_int(self.checkpoint_every, "checkpoint_every", minimum=1)
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend == "local" and (self.client is not None or self.address is not None):
+            raise ValueError('client and address are for backend="dask"; backend is "local"')
+        if self.client is not None and self.address is not None:
+            raise ValueError("give either client or address, not both")
         data, prior = self._validate_data_and_prior(X)
         n = data.shape[0]
-        if init_clusters > n:
-            raise ValueError(f"init_clusters={init_clusters} is larger than the number of points ({n})")
+        if settings.init_clusters > n:
+            raise ValueError(f"init_clusters={settings.init_clusters} is larger than the number of points ({n})")
         n_threads = resolve_n_jobs(self.n_jobs)
 
         seeds = seed_sequence(self.random_state)
+        checkpointer = None
+        if self.checkpoint is not None:
+            seed = None if self.random_state is None else [seeds.entropy, list(seeds.spawn_key)]
+            checkpointer = Checkpointer(
+                self.checkpoint, checkpoint_every, data_digest(data),
+                dict(settings._asdict(), prior=prior_description(prior), store_labels=bool(self.store_labels),
+                     seed=seed),
+            )
         driver_seed, shard_seed = seeds.spawn(2)
         rng = np.random.default_rng(driver_seed)
-        backend = LocalBackend(data, shard_seed.spawn(n_shards), n_threads)
-        self._run(backend, prior, alpha, n_iter, burn_out, init_clusters, warmup, exact_moves, rng, n_threads, n)
+        stream_seeds = shard_seed.spawn(settings.n_shards)
+        if self.backend == "dask":
+            from .dask_backend import DaskBackend
+
+            backend = DaskBackend(data, stream_seeds, client=self.client, address=self.address)
+        else:
+            backend = LocalBackend(data, stream_seeds, n_threads)
+        self._run(backend, prior, settings, rng, n_threads, checkpointer)
         self.n_features_in_ = data.shape[1]
         return self
 
-    def _run(self, backend, prior, alpha, n_iter, burn_out, init_clusters, warmup, exact_moves, rng, n_threads,
-             n):
-        labels_trace = np.empty((n_iter, n), np.int32) if self.store_labels else None
-        n_clusters_trace = np.empty(n_iter, np.int64)
-        log_post_trace = np.empty(n_iter)
-        splits_trace = np.empty(n_iter, np.int64)
-        merges_trace = np.empty(n_iter, np.int64)
-        time_trace = np.empty(n_iter)
+    def _run(self, backend, prior, settings, rng, n_threads, checkpointer):
+        n_iter = settings.n_iter
+        traces = {
+            "labels": np.empty((n_iter, backend.n_points), np.int32) if self.store_labels else None,
+            "n_clusters": np.empty(n_iter, np.int64),
+            "log_posterior": np.empty(n_iter),
+            "n_splits": np.empty(n_iter, np.int64),
+            "n_merges": np.empty(n_iter, np.int64),
+            "time": np.empty(n_iter),
+        }
         bar = progress_bar(n_iter, "DPMM", self.verbose)
         try:
             with numba_threads(n_threads):
-                state = sampler.init(backend, init_clusters, prior)
-                for it in range(n_iter):
-                    start = time.perf_counter()
-                    state, (n_splits, n_merges) = sampler.step(state, backend, prior, alpha, burn_out, rng,
-                                                               subcluster_moves=it < warmup)
-                    for _ in range(exact_moves):
-                        state, split, merge = sams_move(state, backend, prior, alpha, rng)
+                resumed = None if checkpointer is None else checkpointer.resume(backend, prior, rng, traces)
+                if resumed is None:
+                    start, state = 0, sampler.init(backend, settings.init_clusters, prior)
+                else:
+                    start, state = resumed
+                    bar.update(start)
+                for it in range(start, n_iter):
+                    began = time.perf_counter()
+                    state, (n_splits, n_merges) = sampler.step(
+                        state, backend, prior, settings.alpha, settings.burn_out, rng,
+                        subcluster_moves=it < settings.warmup,
+                    )
+                    for _ in range(settings.exact_moves):
+                        state, split, merge = sams_move(state, backend, prior, settings.alpha, rng)
                         n_splits += split
                         n_merges += merge
                     K = state.age.shape[0]
-                    n_clusters_trace[it] = K
-                    log_post_trace[it] = sampler.log_posterior(prior, alpha, state.stats.sum(axis=1))
-                    splits_trace[it] = n_splits
-                    merges_trace[it] = n_merges
-                    time_trace[it] = time.perf_counter() - start
-                    if labels_trace is not None:
-                        labels_trace[it] = backend.all_labels()
+                    traces["n_clusters"][it] = K
+                    traces["log_posterior"][it] = sampler.log_posterior(prior, settings.alpha,
+                                                                        state.stats.sum(axis=1))
+                    traces["n_splits"][it] = n_splits
+                    traces["n_merges"][it] = n_merges
+                    traces["time"][it] = time.perf_counter() - began
+                    if traces["labels"] is not None:
+                        traces["labels"][it] = backend.all_labels()
+                    if checkpointer is not None and checkpointer.due(it + 1, n_iter):
+                        checkpointer.save(it + 1, state, rng, backend, traces)
                     bar.update()
                     bar.set_postfix_str(f"K={K}")
             labels = backend.all_labels().copy()
@@ -213,13 +291,13 @@ class DPMM(ClusterMixin, BaseEstimator):
         self.weights_ = cluster_stats.n / cluster_stats.n.sum()
         self.cluster_params_ = prior.posterior_mean(cluster_stats)
         self._expected_params = prior.expected_params(cluster_stats)
-        self.labels_trace_ = labels_trace
-        self.warmup_ = min(warmup, n_iter)
-        self.n_clusters_trace_ = n_clusters_trace
-        self.log_posterior_trace_ = log_post_trace
-        self.n_splits_trace_ = splits_trace
-        self.n_merges_trace_ = merges_trace
-        self.time_trace_ = time_trace
+        self.labels_trace_ = traces["labels"]
+        self.warmup_ = min(settings.warmup, n_iter)
+        self.n_clusters_trace_ = traces["n_clusters"]
+        self.log_posterior_trace_ = traces["log_posterior"]
+        self.n_splits_trace_ = traces["n_splits"]
+        self.n_merges_trace_ = traces["n_merges"]
+        self.time_trace_ = traces["time"]
 
     def _log_joint(self, X):
         check_is_fitted(self, "labels_")

@@ -228,6 +228,22 @@ def count_stats_of_labels(indptr, indices, data, labels, sublabels, n_sub, d):
     return counts, sums
 
 
+@njit(cache=True, nogil=True)
+def csr_take_rows(indptr, indices, data, rows):
+    """CSR arrays (indptr, indices, data) of the given rows of a CSR matrix."""
+    out_indptr = np.zeros(rows.shape[0] + 1, np.int64)
+    for t in range(rows.shape[0]):
+        out_indptr[t + 1] = out_indptr[t] + indptr[rows[t] + 1] - indptr[rows[t]]
+    out_indices = np.empty(out_indptr[-1], indices.dtype)
+    out_data = np.empty(out_indptr[-1], data.dtype)
+    for t in range(rows.shape[0]):
+        start = indptr[rows[t]]
+        length = out_indptr[t + 1] - out_indptr[t]
+        out_indices[out_indptr[t]:out_indptr[t + 1]] = indices[start:start + length]
+        out_data[out_indptr[t]:out_indptr[t + 1]] = data[start:start + length]
+    return out_indptr, out_indices, out_data
+
+
 # --- Sequential allocation (exact split/merge moves, ``sams.py``) -------------------------------------------
 
 COUNT_MULTINOMIAL = 0

@@ -57,14 +57,10 @@ def sample_log_dirichlet(rng, concentration):
     """Log of one Dirichlet draw, stable for tiny concentrations.
 
     ``standard_gamma(a)`` underflows to 0 for small ``a``; ``log G(a) = log G(a + 1) + log(U) / a`` does not.
-    ``concentration`` may have a leading batch shape; the last axis is the simplex. Zero concentration gives
-    ``-inf`` (the component is absent).
+    ``concentration`` (all > 0) may have a leading batch shape; the last axis is the simplex.
     """
     a = np.asarray(concentration, dtype=np.float64)
-    positive = a > 0
-    safe = np.where(positive, a, 1.0)
-    log_g = np.log(rng.standard_gamma(safe + 1.0)) + np.log(rng.uniform(size=a.shape)) / safe
-    log_g = np.where(positive, log_g, -np.inf)
+    log_g = np.log(rng.standard_gamma(a + 1.0)) + np.log(rng.random(a.shape)) / a
     top = log_g.max(axis=-1, keepdims=True)
     return log_g - (top + np.log(np.exp(log_g - top).sum(axis=-1, keepdims=True)))
 

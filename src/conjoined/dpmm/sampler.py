@@ -29,10 +29,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import gammaln
 
 from . import kernels
+from .backends import SparseRows
 from .priors import SufficientStats, sample_log_dirichlet
 
 
@@ -150,7 +150,7 @@ def seat_new_points(prior, alpha, rows, log_single, rng):
     table = np.zeros(m, np.int64)
     u = rng.random(m)
     args = prior.kernel_args(d)
-    gaussian = not sp.issparse(rows)
+    gaussian = not isinstance(rows, SparseRows)
     cap = min(m, _SPARE_TABLES)
     arrays = [np.zeros(cap), np.zeros((cap, d))]
     arrays += [np.zeros((cap, d, d)), np.zeros(cap)] if gaussian else [np.zeros(cap)]
@@ -164,9 +164,8 @@ def seat_new_points(prior, alpha, rows, log_single, rng):
         else:
             counts, sums, totals = arrays
             start, n_tables, log_ratio = kernels.count_seat(
-                np.asarray(rows.indptr, np.int64), np.asarray(rows.indices, np.int32), np.asarray(rows.data, np.float64),
-                *args,
-                float(alpha), log_single, u, table, counts, totals, sums, n_tables, start, log_ratio)
+                rows.indptr, rows.indices, rows.data, *args, float(alpha), log_single, u, table, counts, totals, sums,
+                n_tables, start, log_ratio)
         if start < m:
             arrays = [np.concatenate([a, np.zeros((cap,) + a.shape[1:])]) for a in arrays]
     stats = SufficientStats(arrays[0][:n_tables], arrays[1][:n_tables], arrays[2][:n_tables] if gaussian else None)

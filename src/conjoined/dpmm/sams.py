@@ -14,9 +14,9 @@ these moves are what keeps the post-warm-up chain exact.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from . import kernels
+from .backends import SparseRows
 from .priors import SufficientStats
 from .sampler import DPMMState, split_log_ratio
 
@@ -24,11 +24,9 @@ from .sampler import DPMMState, split_log_ratio
 def _allocate(prior, points, anchors, order, forced, u):
     """Run the sequential allocation on ``points``; returns (log q, side, SufficientStats with batch (2,))."""
     args = prior.kernel_args(points.shape[1])
-    if sp.issparse(points):
+    if isinstance(points, SparseRows):
         log_q, side, counts, sums = kernels.count_sequential_allocation(
-            np.asarray(points.indptr, np.int64), np.asarray(points.indices, np.int32),
-            np.asarray(points.data, np.float64),
-            *args, anchors, order, forced, u,
+            points.indptr, points.indices, points.data, *args, anchors, order, forced, u,
         )
         return log_q, side, SufficientStats(counts, sums)
     log_q, side, counts, sums, outer = kernels.gaussian_sequential_allocation(
@@ -51,8 +49,9 @@ def sams_move(state, backend, prior, alpha, rng):
 
 def _anchored(index, i, j, rng):
     anchors = np.array([np.searchsorted(index, i), np.searchsorted(index, j)], dtype=np.int64)
-    others = np.setdiff1d(np.arange(index.shape[0]), anchors)
-    return anchors, rng.permutation(others)
+    others = np.ones(index.shape[0], bool)
+    others[anchors] = False
+    return anchors, rng.permutation(np.flatnonzero(others))
 
 
 def _propose_split(state, backend, prior, alpha, rng, k, i, j):

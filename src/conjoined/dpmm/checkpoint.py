@@ -1,0 +1,171 @@
+"""Checkpoints of a DPMM fit: all it takes to continue the chain exactly where it stopped.
+
+A checkpoint holds the number of completed iterations, the driver-side sampler state (``DPMMState``), the
+driver's random state, every point's label and sub-label, every stream's random state and the traces so far. It is
+an ``.npz`` file (no pickled objects: random states are stored as JSON), written to a temporary file in the same
+directory and moved over the old one with ``os.replace``, so a fit killed while writing leaves the previous
+checkpoint intact.
+
+A checkpoint is tied to the data and to every parameter that changes the chain (``fingerprint``); loading one
+written for anything else raises a ValueError that names the difference. ``random_state=None`` matches any seed:
+the chain continues with the saved random states.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from .priors import SufficientStats
+from .sampler import DPMMState
+
+FORMAT_VERSION = 1
+
+
+def _digest(values):
+    """sha256 hex digest of a sequence of arrays and plain values."""
+    h = hashlib.sha256()
+    for value in values:
+        if isinstance(value, np.ndarray):
+            h.update(f"{value.dtype.str}{value.shape}".encode())
+            h.update(np.ascontiguousarray(value).tobytes())
+        else:
+            h.update(repr(value).encode())
+    return h.hexdigest()
+
+
+def data_digest(data):
+    """Digest of the points (CSR counts or a dense array) as the sampler sees them."""
+    if sp.issparse(data):
+        return _digest(["csr", data.shape, np.asarray(data.indptr, np.int64), np.asarray(data.indices, np.int64),
+                        np.asarray(data.data, np.float64)])
+    return _digest(["dense", np.asarray(data, np.float64)])
+
+
+def prior_description(prior):
+    """``repr(prior)`` with a digest of all its (fitted) attributes, which ``repr`` may not show."""
+    attributes = sorted(vars(prior).items())
+    return f"{prior!r} #{_digest([name for name, _ in attributes] + [value for _, value in attributes])[:16]}"
+
+
+class Checkpoint(NamedTuple):
+    """The content of a checkpoint file (see the module docstring)."""
+
+    iteration: int
+    state: DPMMState
+    rng_state: dict
+    labels: np.ndarray
+    sublabels: np.ndarray
+    stream_states: list
+    traces: dict
+
+
+class Checkpointer:
+    """Saves a fit every ``every`` iterations (and at the last) to ``path``, and resumes from it.
+
+    ``settings`` is a dict of plain values (parameters that change the chain, the seed's entropy or None); with
+    ``data_key`` (``data_digest``) it must match the file's for a resume.
+    """
+
+    def __init__(self, path, every, data_key, settings):
+        self.path = os.fspath(path)
+        self.every = every
+        self.data_key = data_key
+        self.settings = settings
+
+    def due(self, iteration, n_iter):
+        """Whether to save after ``iteration`` completed iterations."""
+        return iteration % self.every == 0 or iteration == n_iter
+
+    def save(self, iteration, state, rng, backend, traces):
+        """Write the checkpoint after ``iteration`` completed iterations; ``traces`` are full-length arrays."""
+        arrays = {
+            "format_version": np.array(FORMAT_VERSION),
+            "data_key": np.array(self.data_key),
+            "settings": np.array(json.dumps(self.settings, sort_keys=True)),
+            "iteration": np.array(iteration),
+            "stats_n": state.stats.n,
+            "stats_s1": state.stats.s1,
+            "age": state.age,
+            "random_sub": state.random_sub,
+            "labels": backend.labels,
+            "sublabels": backend.sublabels,
+            "random_states": np.array(json.dumps({
+                "driver": rng.bit_generator.state,
+                "streams": [stream.bit_generator.state for stream in backend.rngs],
+            })),
+        }
+        if state.stats.s2 is not None:
+            arrays["stats_s2"] = state.stats.s2
+        for name, trace in traces.items():
+            if trace is not None:
+                arrays[f"trace_{name}"] = trace[:iteration]
+        directory, name = os.path.split(os.path.abspath(self.path))
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                np.savez(file, **arrays)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+
+    def load(self):
+        """The ``Checkpoint`` at ``path``, or None if there is no file. ValueError if it belongs to another fit."""
+        if not os.path.exists(self.path):
+            return None
+        with np.load(self.path, allow_pickle=False) as file:
+            if "format_version" not in file or int(file["format_version"]) != FORMAT_VERSION:
+                raise ValueError(f"{self.path} is not a DPMM checkpoint of format version {FORMAT_VERSION}")
+            if str(file["data_key"]) != self.data_key:
+                raise ValueError(f"checkpoint {self.path} was written for different data; remove it or choose "
+                                 "another checkpoint path")
+            self._check_settings(json.loads(str(file["settings"])))
+            iteration = int(file["iteration"])
+            stats = SufficientStats(file["stats_n"], file["stats_s1"],
+                                    file["stats_s2"] if "stats_s2" in file else None)
+            random_states = json.loads(str(file["random_states"]))
+            traces = {key[len("trace_"):]: file[key] for key in file.files if key.startswith("trace_")}
+            return Checkpoint(iteration, DPMMState(stats, file["age"], file["random_sub"]),
+                              random_states["driver"], file["labels"], file["sublabels"],
+                              random_states["streams"], traces)
+
+    def _check_settings(self, saved):
+        current = dict(self.settings)
+        if current.get("seed") is None:
+            current["seed"] = saved.get("seed")
+        differ = [f"{key}: {saved.get(key)!r} in the file, {current.get(key)!r} now"
+                  for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]
+        if differ:
+            raise ValueError(f"checkpoint {self.path} was written with other parameters ({'; '.join(differ)}); "
+                             "remove it or choose another checkpoint path")
+
+    def resume(self, backend, prior, rng, traces):
+        """Restore a saved fit into ``backend``, ``rng`` and ``traces`` (filled up to the saved iteration).
+
+        Returns ``(iteration, state)``, or None when there is no checkpoint yet.
+        """
+        saved = self.load()
+        if saved is None:
+            return None
+        if saved.labels.shape[0] != backend.n_points or len(saved.stream_states) != len(backend.rngs):
+            raise ValueError(f"checkpoint {self.path} does not match the data's points or streams")
+        backend.log_single = prior.log_marginal_points(backend.data)
+        backend.labels = saved.labels.astype(np.int32)
+        backend.sublabels = saved.sublabels.astype(np.int8)
+        for stream, state in zip(backend.rngs, saved.stream_states):
+            stream.bit_generator.state = state
+        rng.bit_generator.state = saved.rng_state
+        for name, trace in traces.items():
+            if trace is not None:
+                trace[:saved.iteration] = saved.traces[name]
+        return saved.iteration, saved.state

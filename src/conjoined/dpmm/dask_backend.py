@@ -1,0 +1,271 @@
+"""The sampler's data pass on a Dask distributed cluster: workers hold the points, the driver the rest.
+
+The points are cut into the same streams as on the local backend (``backends.shard_bounds``). Each worker holds an
+actor (``ShardGroup``) with a few consecutive streams, one ``Shard`` per stream; the data are sent once, when the
+actor is created. An iteration is one round of concurrent actor calls: the driver sends the cluster parameters
+(and the relabelling messages of the previous iteration), each actor runs the fused pass over its streams and
+returns their statistics, labels, sub-labels and random-stream states.
+
+The driver keeps a full copy of what the workers hold, as of the last completed pass: the data, the labels and
+sub-labels (it applies the same relabelling messages) and every stream's random state. This copy serves the exact
+split/merge moves (``points_of``, ``labels_at``) without a round trip, and it is how a lost worker is survived:
+when a call fails because its worker died, the streams of that actor are re-created on a surviving worker from the
+copy and their pass is run again with the same parameters and the same random states, so the fit ends exactly as
+an undisturbed one would. Checkpoints read and restore the same copy (``checkpoint.py``).
+
+Statistics are summed over streams in stream order, as the local backend does, so float (Gaussian) statistics are
+bit-identical; count statistics are integer-valued floats, exact in any order, so an actor sums its own streams'
+counts before sending them (a (K, 2, d) array per actor rather than per stream).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from concurrent.futures import CancelledError
+
+import numba
+import numpy as np
+
+try:
+    from distributed import Client, LocalCluster
+    from distributed.scheduler import KilledWorker
+except ImportError as error:  # pragma: no cover - exercised by hiding the module in a test
+    raise ImportError(
+        'backend="dask" needs Dask distributed, an optional extra: pip install "conjoined[dask]"'
+    ) from error
+
+from .backends import Shard
+from .estimator import numba_threads
+
+# What a call raises when the worker that holds its actor died (the connection drops, or the scheduler already
+# forgot the actor).
+WORKER_LOST = (OSError, KilledWorker, CancelledError)
+# Re-creations of lost streams allowed within one pass before giving up.
+MAX_RECOVERIES = 5
+# Seconds to wait for a worker to (re)join when every known worker has been lost.
+WORKER_WAIT = 60
+
+
+class ShardGroup:
+    """Dask actor: consecutive streams of points, one ``Shard`` each, restored from the driver's copy.
+
+    ``parts`` is a list of ``(data, seed, offset, labels, sublabels, log_single, rng_state)``, one per stream;
+    ``n_threads`` the numba threads of a pass (the worker's threads).
+    """
+
+    def __init__(self, parts, n_threads):
+        self.n_threads = max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))
+        self.shards = []
+        for data, seed, offset, labels, sublabels, log_single, rng_state in parts:
+            shard = Shard(data, [seed], offset, self.n_threads)
+            shard.labels, shard.sublabels, shard.log_single = labels, sublabels, log_single
+            shard.rngs[0].bit_generator.state = rng_state
+            self.shards.append(shard)
+        self.sparse = self.shards[0].sparse
+
+    def assign(self, messages, *kernel_params):
+        """Apply the driver's messages ``[(method name, args), ...]`` in order, then one pass per stream.
+
+        Returns ``(stats, labels, sublabels, rng_states)``: a list of SufficientStats (one per stream for float
+        statistics, their sum for counts), the concatenated labels and sub-labels, one random state per stream.
+        """
+        for name, args in messages:
+            for shard in self.shards:
+                getattr(shard, name)(*args)
+        with numba_threads(self.n_threads):
+            stats = [shard.assign(*kernel_params)[0] for shard in self.shards]
+        if self.sparse:
+            total = stats[0]
+            for part in stats[1:]:
+                total = total + part
+            stats = [total]
+        return (
+            stats,
+            np.concatenate([shard.labels for shard in self.shards]),
+            np.concatenate([shard.sublabels for shard in self.shards]),
+            [shard.rngs[0].bit_generator.state for shard in self.shards],
+        )
+
+
+class DaskBackend(Shard):
+    """Backend whose passes run on Dask workers; the driver-side ``Shard`` (every stream) is the recovery copy.
+
+    Parameters
+    ----------
+    data : CSR counts or dense (n, d) float array, the points.
+    seeds : list of SeedSequence, one per stream (as for ``LocalBackend``).
+    client : distributed.Client or None
+        An existing client; left open at ``close``.
+    address : str or None
+        Scheduler address to connect to (a client is opened and closed at ``close``).
+    Without either, an embedded ``LocalCluster`` on 127.0.0.1 (``n_workers`` processes with
+    ``threads_per_worker`` threads) is started and closed at ``close``.
+
+    Actors are started at the first pass, one per worker (at most one per stream), from the driver's copy; so
+    labels restored from a checkpoint before that are what the workers receive.
+    """
+
+    def __init__(self, data, seeds, client=None, address=None, n_workers=2, threads_per_worker=1):
+        super().__init__(data, seeds, 0, 1)
+        self.n_points = self.n
+        self.seeds = list(seeds)
+        self.cluster = None
+        if client is not None:
+            self.client, self.owns_client = client, False
+        elif address is not None:
+            self.client, self.owns_client = Client(address), True
+        else:
+            self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                                        processes=True, host="127.0.0.1", dashboard_address=None)
+            self.client, self.owns_client = Client(self.cluster), True
+        self.groups = None  # stream indices of each actor
+        self.actors, self.actor_futures, self.placement, self.pending = [], [], [], []
+        self.lost_workers = set()
+        self.n_recoveries = 0
+
+    # Driver-side views of the copy.
+    def labels_at(self, index):
+        return self.labels[index]
+
+    def all_labels(self):
+        return self.labels
+
+    def _workers(self):
+        """{address: threads} of the live workers; waits up to WORKER_WAIT seconds for one if none is left."""
+        deadline = time.monotonic() + WORKER_WAIT
+        while True:
+            workers = {address: info["nthreads"]
+                       for address, info in self.client.scheduler_info(n_workers=-1)["workers"].items()
+                       if address not in self.lost_workers}
+            if workers:
+                return workers
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no Dask worker left after losing {sorted(self.lost_workers)}")
+            time.sleep(0.5)
+
+    def _start_actors(self):
+        workers = self._workers()
+        n_streams = len(self.streams) - 1
+        self.groups = [list(g) for g in np.array_split(np.arange(n_streams), min(len(workers), n_streams))]
+        self.actors = [None] * len(self.groups)
+        self.actor_futures = [None] * len(self.groups)
+        self.placement = [None] * len(self.groups)
+        self.pending = [[] for _ in self.groups]
+        for g, address in zip(range(len(self.groups)), sorted(workers)):
+            self._start_group(g, address, workers[address])
+
+    def _start_group(self, g, address, n_threads):
+        """Create actor ``g`` on worker ``address`` from the driver's copy of its streams."""
+        parts = []
+        for s in self.groups[g]:
+            a, b = self.streams[s], self.streams[s + 1]
+            data = self.data[a:b] if self.sparse else self.values[a:b]
+            parts.append((data, self.seeds[s], int(a), self.labels[a:b].copy(), self.sublabels[a:b].copy(),
+                          self.log_single[a:b], self.rngs[s].bit_generator.state))
+        [payload] = self.client.scatter([parts], workers=[address], hash=False)
+        future = self.client.submit(ShardGroup, payload, n_threads, actor=True, workers=[address],
+                                    allow_other_workers=False, pure=False)
+        try:
+            actor = future.result()
+        finally:
+            payload.release()
+        self.actors[g], self.actor_futures[g], self.placement[g] = actor, future, address
+        self.pending[g] = []
+
+    def _recover(self, lost):
+        """Re-create the actors ``lost`` on surviving workers, spreading them over the least loaded."""
+        for g in lost:
+            self.lost_workers.add(self.placement[g])
+            if self.actor_futures[g] is not None:
+                self.actor_futures[g].release()
+            self.actors[g] = self.actor_futures[g] = None
+        for g in lost:
+            while True:
+                workers = self._workers()
+                load = {address: self.placement.count(address) for address in workers}
+                address = min(sorted(workers), key=load.get)
+                warnings.warn(
+                    f"Dask worker lost: re-creating streams {self.groups[g]} on {address} from the driver's copy",
+                    RuntimeWarning, stacklevel=4,
+                )
+                try:
+                    self._start_group(g, address, workers[address])
+                    break
+                except WORKER_LOST:
+                    self.lost_workers.add(address)
+            self.n_recoveries += 1
+
+    def _call(self, g, kernel_params):
+        """Start actor ``g``'s pass; returns its ActorFuture, or None when the actor is known to be lost."""
+        if self.actor_futures[g].status != "finished":
+            return None
+        return self.actors[g].assign(self.pending[g], *kernel_params)
+
+    def _pass(self, kernel_params):
+        """One concurrent round of actor passes, re-running those whose worker died; results in group order."""
+        if self.groups is None:
+            self._start_actors()
+        results = [None] * len(self.groups)
+        todo = list(range(len(self.groups)))
+        for attempt in range(MAX_RECOVERIES + 1):
+            calls = [(g, self._call(g, kernel_params)) for g in todo]
+            lost = []
+            for g, call in calls:
+                try:
+                    if call is None:
+                        raise CancelledError
+                    results[g] = call.result()
+                except WORKER_LOST:
+                    lost.append(g)
+            if not lost:
+                return results
+            if attempt == MAX_RECOVERIES:
+                break
+            self._recover(lost)
+            todo = lost
+        raise RuntimeError(f"Dask workers kept failing: streams {[self.groups[g] for g in lost]} could not be run "
+                           f"after {MAX_RECOVERIES} re-creations")
+
+    def assign(self, params, log_w, sub_params, sub_log_w, random_sub, log_new):
+        """The pass of ``Shard.assign`` run by the actors; same return value."""
+        K = log_w.shape[0]
+        results = self._pass((params, log_w, sub_params, sub_log_w, random_sub, log_new))
+        stats = None
+        for part in (part for group_stats, _, _, _ in results for part in group_stats):
+            stats = part if stats is None else stats + part
+        rng_states = [state for _, _, _, states in results for state in states]
+        for rng, state in zip(self.rngs, rng_states):
+            rng.bit_generator.state = state
+        for g in range(len(self.groups)):
+            self.pending[g] = []
+        self.previous = self.labels, self.sublabels
+        self.labels = np.concatenate([labels for _, labels, _, _ in results])
+        self.sublabels = np.concatenate([sublabels for _, _, sublabels, _ in results])
+        new = np.flatnonzero(self.labels == K)
+        return stats, new, self.data[new], self.log_single[new]
+
+    def _queue(self, name, *args):
+        if self.groups is not None:
+            for messages in self.pending:
+                messages.append((name, args))
+
+    def reject(self):
+        """Restore the labels from before the last pass (here, and on the workers with the next pass)."""
+        super().reject()
+        self._queue("reject")
+
+    def update(self, splits, mapping, moved=None):
+        """``Shard.update`` here, and on the workers with the next pass."""
+        super().update(splits, mapping, moved)
+        self._queue("update", splits, mapping, moved)
+
+    def close(self):
+        for future in self.actor_futures:
+            if future is not None:
+                future.release()
+        self.actors, self.actor_futures = [], []
+        if self.owns_client:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
