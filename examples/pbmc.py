@@ -1,21 +1,21 @@
-"""CDP on single-cell counts: scanpy's bundled ``pbmc68k_reduced`` (700 cells x 765 genes, 10 annotated cell types).
+"""CDP on single-cell counts: scanpy's bundled ``pbmc68k_reduced`` (700 cells x 765 genes, 10 cell types).
 
     python examples/pbmc.py [--out DIR] [--quick] [--config NAME ...]
 
 The data set stores log-normalised values; the counts are recovered as ``rint(expm1(raw.X) * n_counts / 1e4)``
-(DESIGN.md section 6). CDP runs through :func:`conjoined.anndata.cdp` (genes are CDP's rows, cells its columns)
-with the paper's single-cell settings (genes alpha=10, beta=0.1; cells alpha=10, beta=1; 500 iterations) in two
-configurations:
+(DESIGN.md section 6). CDP runs through :func:`conjoined.anndata.cdp` (genes are CDP's rows, cells its
+columns) with the paper's single-cell settings (genes alpha=10, beta=0.1; cells alpha=10, beta=1; 500
+iterations) in two configurations:
 
-- ``singlecell``: the library's pipeline (conjoined rounds, Poisson likelihood on genes, which sees how much a gene
-  is expressed in each cell cluster) with a multinomial likelihood on cells: a cell's total is its library size, a
-  technical nuisance the multinomial ignores.
+- ``singlecell``: the library's pipeline (conjoined rounds, Poisson likelihood on genes, which sees how much a
+  gene is expressed in each cell cluster) with a multinomial likelihood on cells: a cell's total is its
+  library size, a technical nuisance the multinomial ignores.
 - ``paper``: the published pipeline (``mode="paper"``: independent multinomial mixtures on the raw matrix).
 
-For each it prints the cell-type make-up (``obs.bulk_labels``) and the top genes of the strongest biclusters, the
-make-up of each cell cluster with its NMI against the cell types, and saves the pictures of ``conjoined fit`` plus
-a UMAP coloured by cell type and by CDP cluster into ``OUT/<configuration>/``; the annotated AnnData goes to
-``OUT/pbmc68k_cdp.h5ad``. ``--quick`` runs 15 iterations (for CI).
+For each it prints the cell-type make-up (``obs.bulk_labels``) and the top genes of the strongest biclusters,
+the make-up of each cell cluster with its NMI against the cell types, and saves the pictures of ``conjoined
+fit`` plus a UMAP coloured by cell type and by CDP cluster into ``OUT/<configuration>/``; the annotated
+AnnData goes to ``OUT/pbmc68k_cdp.h5ad``. ``--quick`` runs 15 iterations (for CI).
 """
 
 from __future__ import annotations
@@ -57,18 +57,25 @@ def pbmc_counts():
     counts = sp.csr_matrix(sp.diags(reduced.obs["n_counts"].to_numpy() / 1e4) @ log_normalised.expm1())
     counts.data = np.rint(counts.data)
     counts.eliminate_zeros()
-    adata = anndata.AnnData(X=log_normalised, obs=reduced.obs[["bulk_labels", "n_counts"]].copy(),
-                            var=reduced.raw.var[[]].copy(), obsm={"X_umap": reduced.obsm["X_umap"]},
-                            uns={"bulk_labels_colors": reduced.uns["bulk_labels_colors"]})
+    adata = anndata.AnnData(
+        X=log_normalised,
+        obs=reduced.obs[["bulk_labels", "n_counts"]].copy(),
+        var=reduced.raw.var[[]].copy(),
+        obsm={"X_umap": reduced.obsm["X_umap"]},
+        uns={"bulk_labels_colors": reduced.uns["bulk_labels_colors"]},
+    )
     adata.layers["counts"] = counts.astype(np.int64)
     return adata
 
 
 def make_up(cell_types):
-    """The most common cell types among ``cell_types`` with their share, e.g. ``'CD14+ Monocyte 80%, ...'``."""
+    """The most common cell types among ``cell_types`` with their share, e.g. ``'CD14+ Monocyte 80%,
+    ...'``."""
     counts = cell_types.value_counts()
     shares = counts / max(counts.sum(), 1)
-    return ", ".join(f"{name} {share:.0%}" for name, share in shares.iloc[:TOP_CELL_TYPES].items() if share > 0)
+    return ", ".join(
+        f"{name} {share:.0%}" for name, share in shares.iloc[:TOP_CELL_TYPES].items() if share > 0
+    )
 
 
 def bicluster_table(adata, key):
@@ -79,8 +86,10 @@ def bicluster_table(adata, key):
     for b in table.index[:SHOWN_BICLUSTERS]:
         row = table.loc[b]
         cells = stored["bicluster_cells"][b]
-        lines.append(f"bicluster {b}: (k, l) = ({int(row['k'])}, {int(row['l'])}), strength {row['strength']:.1f}, "
-                     f"{int(row['n_genes'])} genes x {int(row['n_cells'])} cells")
+        lines.append(
+            f"bicluster {b}: (k, l) = ({int(row['k'])}, {int(row['l'])}), strength {row['strength']:.1f}, "
+            f"{int(row['n_genes'])} genes x {int(row['n_cells'])} cells"
+        )
         lines.append(f"    cells: {make_up(cell_types[cells])}")
         lines.append(f"    top genes: {', '.join(stored['bicluster_genes'][b][:TOP_GENES])}")
     if len(table) > SHOWN_BICLUSTERS:
@@ -101,8 +110,14 @@ def umap_picture(adata, key, path):
     import matplotlib.pyplot as plt
     import scanpy as sc
 
-    figure = sc.pl.umap(adata, color=["bulk_labels", f"{key}_cluster"], show=False, return_fig=True,
-                        title=["cell type (bulk_labels)", f"CDP cell cluster ({key})"], wspace=0.5)
+    figure = sc.pl.umap(
+        adata,
+        color=["bulk_labels", f"{key}_cluster"],
+        show=False,
+        return_fig=True,
+        title=["cell type (bulk_labels)", f"CDP cell cluster ({key})"],
+        wspace=0.5,
+    )
     figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
 
@@ -110,14 +125,18 @@ def umap_picture(adata, key, path):
 def run_configuration(name, adata, n_iter, seed, outdir):
     key = f"cdp_{name}"
     params = {**PAPER_HYPERPARAMETERS, **CONFIGURATIONS[name], "n_iter": n_iter, "random_state": seed}
-    print(f"\n=== configuration {name!r}: conjoined.anndata.cdp(adata, layer='counts', key_added={key!r}, "
-          f"{', '.join(f'{k}={v!r}' for k, v in params.items())})")
+    print(
+        f"\n=== configuration {name!r}: conjoined.anndata.cdp(adata, layer='counts', key_added={key!r}, "
+        f"{', '.join(f'{k}={v!r}' for k, v in params.items())})"
+    )
     start = time.perf_counter()
     cdp(adata, layer="counts", key_added=key, **params)
     stored = adata.uns[key]
     n_genes_clusters, n_cell_clusters = stored["theta"].shape
-    print(f"fitted in {time.perf_counter() - start:.1f} s: K_r = {n_genes_clusters} gene clusters, K_c = "
-          f"{n_cell_clusters} cell clusters, {len(stored['biclusters'])} biclusters")
+    print(
+        f"fitted in {time.perf_counter() - start:.1f} s: K_r = {n_genes_clusters} gene clusters, K_c = "
+        f"{n_cell_clusters} cell clusters, {len(stored['biclusters'])} biclusters"
+    )
 
     print(f"\n--- strongest {SHOWN_BICLUSTERS} biclusters: cell-type make-up and top genes (by membership)")
     print(bicluster_table(adata, key))
@@ -126,14 +145,21 @@ def run_configuration(name, adata, n_iter, seed, outdir):
     assigned = adata.obs[f"{key}_cluster"].notna().to_numpy()
     truth = adata.obs["bulk_labels"].to_numpy()[assigned]
     found = adata.obs[f"{key}_cluster"].cat.codes.to_numpy()[assigned]
-    print(f"NMI against the 10 cell types: {normalized_mutual_info_score(truth, found):.3f} "
-          f"(adjusted for chance, AMI: {adjusted_mutual_info_score(truth, found):.3f})")
+    print(
+        f"NMI against the 10 cell types: {normalized_mutual_info_score(truth, found):.3f} "
+        f"(adjusted for chance, AMI: {adjusted_mutual_info_score(truth, found):.3f})"
+    )
 
     pictures = outdir / name
     pictures.mkdir(parents=True, exist_ok=True)
     genes_by_cells = sp.csr_matrix(adata.layers["counts"].T)
-    paths = draw_pictures(pictures, genes_by_cells, fitted_view(adata, key), np.asarray(adata.var_names),
-                          np.asarray(adata.obs_names))
+    paths = draw_pictures(
+        pictures,
+        genes_by_cells,
+        fitted_view(adata, key),
+        np.asarray(adata.var_names),
+        np.asarray(adata.obs_names),
+    )
     paths.append(pictures / "umap.png")
     umap_picture(adata, key, paths[-1])
     for path in paths:
@@ -143,8 +169,11 @@ def run_configuration(name, adata, n_iter, seed, outdir):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("pbmc_output"), help="directory for the pictures")
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ITERATIONS} iterations instead of "
-                                                             f"{FULL_ITERATIONS} (for CI)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK_ITERATIONS} iterations instead of {FULL_ITERATIONS} (for CI)",
+    )
     parser.add_argument("--config", nargs="+", choices=list(CONFIGURATIONS), default=list(CONFIGURATIONS))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -152,8 +181,10 @@ def main(argv=None):
     adata = pbmc_counts()
     counts = adata.layers["counts"]
     n_iter = QUICK_ITERATIONS if args.quick else FULL_ITERATIONS
-    print(f"pbmc68k_reduced: {adata.n_obs} cells x {adata.n_vars} genes, {int(counts.sum())} counts recovered "
-          f"({counts.nnz / np.prod(counts.shape):.0%} non-zero); cell types:")
+    print(
+        f"pbmc68k_reduced: {adata.n_obs} cells x {adata.n_vars} genes, {int(counts.sum())} counts recovered "
+        f"({counts.nnz / np.prod(counts.shape):.0%} non-zero); cell types:"
+    )
     print("    " + ", ".join(f"{name} {n}" for name, n in adata.obs["bulk_labels"].value_counts().items()))
     print(f"{n_iter} iterations{' (--quick)' if args.quick else ''}, seed {args.seed}")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""conjoined.anndata.cdp: results in obs/var/obsm/varm/uns, the .h5ad round trip, copy semantics, bad input."""
+"""conjoined.anndata.cdp: results in obs/var/obsm/varm/uns, .h5ad round trip, copy semantics, bad input."""
 
 import sys
 
@@ -12,7 +12,7 @@ from conjoined.datasets import make_biclusters_counts
 anndata = pytest.importorskip("anndata")
 pd = pytest.importorskip("pandas")
 
-from conjoined.anndata import cdp, fitted_view  # noqa: E402
+from conjoined.anndata import cdp, fitted_view
 
 PARAMS = {"n_iter": 30, "random_state": 0}
 
@@ -20,7 +20,9 @@ PARAMS = {"n_iter": 30, "random_state": 0}
 @pytest.fixture
 def planted():
     """AnnData of 12 cells x 16 genes (sparse counts) with one bicluster: genes 0-5 x cells 0-4."""
-    X, rows, columns = make_biclusters_counts((16, 12), [(slice(0, 6), slice(0, 5))], 3000, 0.8, random_state=0)
+    X, rows, columns = make_biclusters_counts(
+        (16, 12), [(slice(0, 6), slice(0, 5))], 3000, 0.8, random_state=0
+    )
     adata = anndata.AnnData(
         X=sp.csr_matrix(X.T.astype(np.float32)),
         obs=pd.DataFrame(index=[f"cell{j}" for j in range(12)]),
@@ -62,8 +64,10 @@ def test_results_match_the_estimator(planted):
     listed = adata.var_names.get_indexer(stored["bicluster_genes"][strongest])
     assert np.all(np.diff(gene_membership[listed]) <= 0)  # highest membership first
     np.testing.assert_array_equal(stored["theta"], model.theta_)
-    assert dict(zip(stored["gene_k_posterior"]["K"], stored["gene_k_posterior"]["probability"])) == \
-        model.row_k_posterior_
+    assert (
+        dict(zip(stored["gene_k_posterior"]["K"], stored["gene_k_posterior"]["probability"]))
+        == model.row_k_posterior_
+    )
     np.testing.assert_array_equal(stored["cell_k_trace"], model.column_dpmm_.n_clusters_trace_)
     assert stored["params"]["n_iter"] == 30 and stored["params"]["random_state"] == 0
     assert stored["params"]["use_raw"] is False
@@ -72,7 +76,9 @@ def test_results_match_the_estimator(planted):
 
 def _assert_same_results(a, b, key="cdp"):
     for frame in ("obs", "var"):
-        pd.testing.assert_series_equal(getattr(a, frame)[f"{key}_cluster"], getattr(b, frame)[f"{key}_cluster"])
+        pd.testing.assert_series_equal(
+            getattr(a, frame)[f"{key}_cluster"], getattr(b, frame)[f"{key}_cluster"]
+        )
     for store in ("obsm", "varm"):
         for name in (f"{key}_membership", f"{key}_biclusters"):
             np.testing.assert_array_equal(getattr(a, store)[name], getattr(b, store)[name])
@@ -99,8 +105,16 @@ def test_h5ad_round_trip(planted, tmp_path):
     _assert_same_results(adata, back)
 
     view, model = fitted_view(back), _reference_model(X)
-    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "bicluster_pairs_", "theta_",
-                 "row_membership_", "column_membership_"):
+    for name in (
+        "row_labels_",
+        "column_labels_",
+        "rows_",
+        "columns_",
+        "bicluster_pairs_",
+        "theta_",
+        "row_membership_",
+        "column_membership_",
+    ):
         np.testing.assert_array_equal(getattr(view, name), getattr(model, name), err_msg=name)
     assert view.n_row_clusters_ == model.n_row_clusters_
     assert view.column_k_posterior_ == model.column_k_posterior_
@@ -112,7 +126,12 @@ def test_copy_semantics_and_key_added(planted):
     before = (adata.obs.columns.tolist(), adata.var.columns.tolist(), list(adata.obsm), list(adata.uns))
     result = cdp(adata, key_added="run1", copy=True, **PARAMS)
     assert isinstance(result, anndata.AnnData) and result is not adata
-    assert (adata.obs.columns.tolist(), adata.var.columns.tolist(), list(adata.obsm), list(adata.uns)) == before
+    assert (
+        adata.obs.columns.tolist(),
+        adata.var.columns.tolist(),
+        list(adata.obsm),
+        list(adata.uns),
+    ) == before
     assert "run1_cluster" in result.obs and "run1" in result.uns and "cdp" not in result.uns
 
     assert cdp(adata, key_added="run1", **PARAMS) is None
@@ -130,8 +149,12 @@ def test_dense_and_layer_give_the_same_result_and_sparse_stays_sparse(planted, m
 
     monkeypatch.setattr(ConjoinedDirichletProcess, "fit", recording_fit)
     cdp(adata, **PARAMS)
-    dense = anndata.AnnData(X=np.zeros(adata.shape), obs=adata.obs[[]].copy(), var=adata.var[[]].copy(),
-                            layers={"counts": adata.X.toarray()})
+    dense = anndata.AnnData(
+        X=np.zeros(adata.shape),
+        obs=adata.obs[[]].copy(),
+        var=adata.var[[]].copy(),
+        layers={"counts": adata.X.toarray()},
+    )
     cdp(dense, layer="counts", **PARAMS)
     assert seen == [(True, (16, 12)), (False, (16, 12))]
     pd.testing.assert_series_equal(dense.obs["cdp_cluster"], adata.obs["cdp_cluster"])
@@ -143,7 +166,8 @@ def test_use_raw_restricted_to_var_names(planted):
     adata, _, _, _ = planted
     extra = anndata.AnnData(
         X=sp.hstack([adata.X, sp.csr_matrix(np.ones((12, 2), dtype=np.float32))]).tocsr(),
-        obs=adata.obs[[]].copy(), var=pd.DataFrame(index=[*adata.var_names, "extra0", "extra1"]),
+        obs=adata.obs[[]].copy(),
+        var=pd.DataFrame(index=[*adata.var_names, "extra0", "extra1"]),
     )
     log_normalised = adata.copy()
     log_normalised.X = log_normalised.X.log1p()
@@ -172,8 +196,11 @@ def test_non_count_layer_is_a_clear_error(planted):
     adata, _, _, _ = planted
     adata.layers["counts"] = adata.X.copy()
     adata.layers["lognorm"] = adata.X.log1p()
-    with pytest.raises(ValueError, match=r"adata\.layers\['lognorm'\] contains non-integer values, first at "
-                                         r"\(row, col\) = \(\d+, \d+\).*raw counts.*'counts'"):
+    with pytest.raises(
+        ValueError,
+        match=r"adata\.layers\['lognorm'\] contains non-integer values.*first at "
+        r"\(row, col\) = \(\d+, \d+\).*raw counts.*'counts'",
+    ):
         cdp(adata, layer="lognorm", **PARAMS)
     adata.X = adata.X.log1p()
     with pytest.raises(ValueError, match=r"adata\.X contains non-integer.*pass layer="):

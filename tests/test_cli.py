@@ -23,14 +23,23 @@ pd = pytest.importorskip("pandas")
 anndata = pytest.importorskip("anndata")
 
 FAST = ["--n-iter", "30", "--seed", "0", "--quiet"]
-FIT_FILES = ("biclusters.json", "row_membership.csv", "column_membership.csv", "theta.csv", "params.json",
-             "matrix.npz", "model.npz")
+FIT_FILES = (
+    "biclusters.json",
+    "row_membership.csv",
+    "column_membership.csv",
+    "theta.csv",
+    "params.json",
+    "matrix.npz",
+    "model.npz",
+)
 
 
 @pytest.fixture(scope="module")
 def planted():
     """16 genes x 12 cells with one strong bicluster (genes 0-5 x cells 0-4), and names."""
-    X, rows, columns = make_biclusters_counts((16, 12), [(slice(0, 6), slice(0, 5))], 3000, 0.8, random_state=0)
+    X, rows, columns = make_biclusters_counts(
+        (16, 12), [(slice(0, 6), slice(0, 5))], 3000, 0.8, random_state=0
+    )
     genes = np.array([f"gene{i}" for i in range(16)])
     cells = np.array([f"cell{j}" for j in range(12)])
     return X, genes, cells, rows, columns
@@ -44,8 +53,14 @@ def _run(argv, capsys):
 
 
 def _run_subprocess(argv, cwd):
-    result = subprocess.run([sys.executable, "-m", "conjoined", *map(str, argv)], cwd=cwd, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "conjoined", *map(str, argv)],
+        cwd=cwd,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return result.returncode, result.stdout, result.stderr
 
 
@@ -62,8 +77,12 @@ def _png_size(path):
 def _expected_png_size(name):
     from conjoined import plot
 
-    function = {"heatmap": plot.plot_biclusters, "k_trace": plot.plot_k_trace, "theta": plot.plot_theta,
-                "membership": plot.plot_membership}[name]
+    function = {
+        "heatmap": plot.plot_biclusters,
+        "k_trace": plot.plot_k_trace,
+        "theta": plot.plot_theta,
+        "membership": plot.plot_membership,
+    }[name]
     width, height = inspect.signature(function).parameters["figsize"].default
     return round(width * PICTURE_DPI), round(height * PICTURE_DPI)
 
@@ -95,7 +114,13 @@ def _write_mtx_with_names(tmp_path, X, genes, cells):
     scipy.io.mmwrite(str(tmp_path / "m.mtx"), sp.coo_matrix(X))
     (tmp_path / "genes.txt").write_text("\n".join(genes) + "\n")
     (tmp_path / "cells.txt").write_text("\n".join(cells) + "\n")
-    return [tmp_path / "m.mtx", "--row-names", tmp_path / "genes.txt", "--column-names", tmp_path / "cells.txt"], True
+    return [
+        tmp_path / "m.mtx",
+        "--row-names",
+        tmp_path / "genes.txt",
+        "--column-names",
+        tmp_path / "cells.txt",
+    ], True
 
 
 def _write_10x(tmp_path, X, genes, cells):
@@ -131,8 +156,14 @@ def _write_mat(tmp_path, X, genes, cells):
 
 
 WRITERS = {
-    "csv": _write_csv, "tsv": _write_tsv, "csv-transposed": _write_transposed_csv, "mtx": _write_mtx_with_names,
-    "10x": _write_10x, "npz": _write_npz, "h5ad": _write_h5ad_layer, "mat": _write_mat,
+    "csv": _write_csv,
+    "tsv": _write_tsv,
+    "csv-transposed": _write_transposed_csv,
+    "mtx": _write_mtx_with_names,
+    "10x": _write_10x,
+    "npz": _write_npz,
+    "h5ad": _write_h5ad_layer,
+    "mat": _write_mat,
 }
 
 
@@ -167,7 +198,8 @@ def test_reference_fit_outputs(reference, planted):
     assert memberships.columns[-1] == "label"
     assert memberships.shape[1] == found["n_row_clusters"] + 1
     np.testing.assert_allclose(memberships.iloc[:, :-1].sum(axis=1), 1.0)
-    assert memberships.loc[genes[strongest["row_indices"]], f"k{k}"].tolist() == strongest["row_membership"]
+    listed = memberships.loc[genes[strongest["row_indices"]], f"k{k}"]
+    assert listed.tolist() == pytest.approx(strongest["row_membership"])
     column_memberships = pd.read_csv(reference / "column_membership.csv", index_col=0)
     assert column_memberships.index.tolist() == cells.tolist()
     assert column_memberships.shape[1] == found["n_column_clusters"] + 1
@@ -202,12 +234,16 @@ def test_every_input_format_gives_the_reference_result(fmt, planted, reference, 
 
 
 def test_summary_table_lists_the_top_rows(reference, tmp_path, capsys):
-    status, out, _ = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "again", *FAST, "--no-plots"], capsys)
+    status, out, _ = _run(
+        ["fit", reference / "matrix.npz", "-o", tmp_path / "again", *FAST, "--no-plots"], capsys
+    )
     assert status == 0
     header = next(line for line in out.splitlines() if "top rows by membership" in line)
     first = out.splitlines()[out.splitlines().index(header) + 1].split()
     strongest = _biclusters(reference)["biclusters"][0]
-    assert first[0] == "0" and int(first[3]) == strongest["n_rows"] and int(first[4]) == strongest["n_columns"]
+    assert (
+        first[0] == "0" and int(first[3]) == strongest["n_rows"] and int(first[4]) == strongest["n_columns"]
+    )
     assert ", ".join(str(i) for i in strongest["row_indices"][:5]) in out
 
 
@@ -228,7 +264,7 @@ def _bad_files(tmp_path):
 BAD_INPUTS = [
     ("missing.csv", "no such file"),
     ("garbled.csv", "not numeric"),
-    ("negative.csv", r"negative values, first at \(row, col\) = \(2, 2\)"),
+    ("negative.csv", r"negative values.*first at \(row, col\) = \(2, 2\)"),
     ("fraction.csv", "non-integer"),
     ("header_only.csv", "no values"),
     ("zeros.mtx", "only zeros"),
@@ -241,7 +277,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize("name, message", BAD_INPUTS)
 def test_bad_input_is_one_line_exit_2_and_no_outdir(name, message, tmp_path, capsys):
     _bad_files(tmp_path)
-    status, out, err = _run(["fit", tmp_path / name, "-o", tmp_path / "out", *FAST], capsys)
+    status, _, err = _run(["fit", tmp_path / name, "-o", tmp_path / "out", *FAST], capsys)
     assert status == 2
     assert err.count("\n") == 1 and err.startswith("conjoined: error: ")
     assert re.search(message, err), err
@@ -259,8 +295,9 @@ def test_normalised_h5ad_without_layer_says_so(planted, tmp_path, capsys):
 
 
 def test_bad_parameter_leaves_no_outdir(reference, tmp_path, capsys):
-    status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "new" / "out", *FAST,
-                           "--row-alpha", "-1"], capsys)
+    status, _, err = _run(
+        ["fit", reference / "matrix.npz", "-o", tmp_path / "new" / "out", *FAST, "--row-alpha", "-1"], capsys
+    )
     assert status == 2 and "row_alpha" in err and err.count("\n") == 1
     assert not (tmp_path / "new").exists()
 
@@ -303,13 +340,17 @@ def test_simulate_fit_score_round_trip(tmp_path, capsys):
     assert truth["biclusters"][0]["columns"][:2] == ["col0", "col1"]
     assert pd.read_csv(tmp_path / "case1.csv", index_col=0).to_numpy().sum() == 4000
 
-    status, _, err = _run(["fit", tmp_path / "case1.csv", "-o", tmp_path / "out", *FAST, "--no-plots"], capsys)
+    status, _, err = _run(
+        ["fit", tmp_path / "case1.csv", "-o", tmp_path / "out", *FAST, "--no-plots"], capsys
+    )
     assert status == 0, err
     status, out, _ = _run(["score", tmp_path / "out", tmp_path / "case1.truth.json"], capsys)
     assert status == 0
     score = float(out.split("Jaccard score:")[1].split()[0])
     assert score >= 0.9, out
-    status, same, _ = _run(["score", tmp_path / "out" / "biclusters.json", tmp_path / "case1.truth.json"], capsys)
+    status, same, _ = _run(
+        ["score", tmp_path / "out" / "biclusters.json", tmp_path / "case1.truth.json"], capsys
+    )
     assert same == out
     status, out, _ = _run(["score", tmp_path / "case1.truth.json", tmp_path / "case1.truth.json"], capsys)
     assert "Jaccard score: 1.0000" in out
@@ -370,13 +411,14 @@ def test_plot_of_a_folder_that_is_not_a_fit(tmp_path, capsys):
     assert status == 2 and "matrix.npz" in err and err.count("\n") == 1
 
 
-# ------------------------------------------------------------------------------------------- as a user runs it
+# --------------------------------------------------------------------------------------- as a user runs it
 
 
 def test_python_dash_m_fit_with_progress_bars(tmp_path):
     assert _run_subprocess(["simulate", "2", "-o", "case2.csv", "--seed", "0"], tmp_path)[0] == 0
-    status, out, err = _run_subprocess(["fit", "case2.csv", "-o", "out", "--n-iter", "20", "--seed", "0",
-                                        "--no-plots"], tmp_path)
+    status, out, err = _run_subprocess(
+        ["fit", "case2.csv", "-o", "out", "--n-iter", "20", "--seed", "0", "--no-plots"], tmp_path
+    )
     assert status == 0, err
     assert "K_r =" in out and "top rows by membership" in out
     assert "DPMM" in err  # progress bars on stderr

@@ -1,7 +1,7 @@
 """CDP on an AnnData object, following scanpy's ``tl`` conventions: results are written into the object.
 
-AnnData holds cells x genes (``obs`` x ``var``); CDP biclusters genes x cells, so genes are CDP's rows and cells
-its columns. The matrix is transposed without densifying. Needs ``pip install conjoined[singlecell]``.
+AnnData holds cells x genes (``obs`` x ``var``); CDP biclusters genes x cells, so genes are CDP's rows and
+cells its columns. The matrix is transposed without densifying. Needs ``pip install conjoined[singlecell]``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ def _require_anndata():
         import anndata
         import pandas
     except ImportError:
-        raise ImportError("conjoined.anndata needs anndata and pandas: pip install conjoined[singlecell]") from None
+        raise ImportError(
+            "conjoined.anndata needs anndata and pandas: pip install conjoined[singlecell]"
+        ) from None
     return anndata, pandas
 
 
@@ -43,7 +45,7 @@ def _counts_source(adata, layer, use_raw):
     if layer is None:
         return adata.X, "adata.X"
     if layer not in adata.layers:
-        available = ", ".join(repr(name) for name in adata.layers.keys()) or "none"
+        available = ", ".join(repr(name) for name in adata.layers) or "none"
         raise ValueError(f"adata has no layer {layer!r}; layers: {available}")
     return adata.layers[layer], f"adata.layers[{layer!r}]"
 
@@ -54,7 +56,7 @@ def _check_counts(matrix, where, adata):
         raise ValueError(f"{where} is None; pass layer= naming a layer of counts")
     if is_count_matrix(matrix):
         return
-    layers = ", ".join(repr(name) for name in adata.layers.keys()) or "none"
+    layers = ", ".join(repr(name) for name in adata.layers) or "none"
     raw = "; adata.raw exists (use_raw=True)" if adata.raw is not None and where != "adata.raw.X" else ""
     try:
         check_matrix(matrix, name=where, counts=True)
@@ -85,7 +87,8 @@ def _k_posterior(posterior):
 
 
 def _storable_params(params):
-    """Estimator parameters as .h5ad-writable values: None is left out, other non-scalars become their repr."""
+    """Estimator parameters as .h5ad-writable values: None is left out, other non-scalars become their
+    repr."""
     storable = {}
     for name, value in params.items():
         if value is None:
@@ -125,14 +128,14 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
           (categories ``"0"``, ``"1"``, ...; missing for all-zero cells or genes, which are set aside).
         - ``obsm[f"{key}_membership"]`` (n_cells, K_c), ``varm[f"{key}_membership"]`` (n_genes, K_r): share of
           each cell's / gene's tokens in each topic.
-        - ``obsm[f"{key}_biclusters"]`` (n_cells, B), ``varm[f"{key}_biclusters"]`` (n_genes, B): bool, member of
-          bicluster b.
+        - ``obsm[f"{key}_biclusters"]`` (n_cells, B), ``varm[f"{key}_biclusters"]`` (n_genes, B): bool, member
+          of bicluster b.
         - ``uns[key]``: ``biclusters`` (DataFrame, one line per bicluster, strongest first: ``k``, ``l``,
           ``strength``, ``n_genes``, ``n_cells``), ``bicluster_genes`` and ``bicluster_cells`` (dicts
           ``"b"`` -> array of names, highest membership first), ``theta`` (K_r, K_c), ``gene_k_posterior`` and
-          ``cell_k_posterior`` (``K``, ``probability`` arrays), ``gene_k_trace`` and ``cell_k_trace`` (K at each
-          iteration of the last mixture run of each side), and ``params`` (the estimator's parameters, those
-          left at None omitted, plus ``layer`` / ``use_raw``).
+          ``cell_k_posterior`` (``K``, ``probability`` arrays), ``gene_k_trace`` and ``cell_k_trace`` (K at
+          each iteration of the last mixture run of each side), and ``params`` (the estimator's parameters,
+          those left at None omitted, plus ``layer`` / ``use_raw``).
 
         Everything round-trips through ``write_h5ad`` / ``read_h5ad``.
 
@@ -206,7 +209,9 @@ def fitted_view(adata, key_added="cdp"):
     ``column_k_posterior_``, and ``row_dpmm_`` / ``column_dpmm_`` holding ``n_clusters_trace_``.
     """
     if key_added not in adata.uns:
-        raise KeyError(f"adata.uns has no {key_added!r}: run conjoined.anndata.cdp(adata, key_added={key_added!r})")
+        raise KeyError(
+            f"adata.uns has no {key_added!r}: run conjoined.anndata.cdp(adata, key_added={key_added!r})"
+        )
     stored = adata.uns[key_added]
     table = stored["biclusters"]
     theta = np.asarray(stored["theta"])

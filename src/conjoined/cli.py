@@ -1,4 +1,4 @@
-"""The ``conjoined`` command: fit CDP to a count matrix file, simulate the paper's cases, score, redraw pictures.
+"""The ``conjoined`` command: fit CDP to a count matrix file, simulate, score and redraw pictures.
 
 ::
 
@@ -9,26 +9,27 @@
 
 ``fit`` writes into OUTDIR (all at once: into a temporary sibling first, moved into place when complete):
 
-- ``biclusters.json``: ``shape``, ``n_row_clusters``, ``n_column_clusters`` and ``biclusters``, a list (strongest
-  first) where each bicluster has its ``index``, its ``pair`` (k, l), its ``strength``, ``rows`` (names, highest
-  membership first), the matching ``row_indices`` (0-based) and ``row_membership`` (share of each row's tokens in
-  row topic k), their ``mean_row_membership``, and the same for the columns.
-- ``row_membership.csv``, ``column_membership.csv``: one line per row (column) named as in the input, one column
-  per topic (``k0``, ``k1``, ... or ``l0``, ...) holding the share of its tokens in that topic, then ``label``,
-  its cluster (-1: an all-zero row set aside).
+- ``biclusters.json``: ``shape``, ``n_row_clusters``, ``n_column_clusters`` and ``biclusters``, a list
+  (strongest first) where each bicluster has its ``index``, its ``pair`` (k, l), its ``strength``, ``rows``
+  (names, highest membership first), the matching ``row_indices`` (0-based) and ``row_membership`` (share of
+  each row's tokens in row topic k), their ``mean_row_membership``, and the same for the columns.
+- ``row_membership.csv``, ``column_membership.csv``: one line per row (column) named as in the input, one
+  column per topic (``k0``, ``k1``, ... or ``l0``, ...) holding the share of its tokens in that topic, then
+  ``label``, its cluster (-1: an all-zero row set aside).
 - ``theta.csv``: theta, the joint probability of a token's row topic (lines ``k0``...) and column topic
   (columns ``l0``...).
-- ``heatmap.png`` (the matrix sorted by cluster, the 10 strongest biclusters outlined), ``k_trace.png`` (K at each iteration of
-  each side's mixture), ``theta.png``, ``membership.png`` (not with ``--no-plots``).
+- ``heatmap.png`` (the matrix sorted by cluster, the 10 strongest biclusters outlined), ``k_trace.png`` (K at
+  each iteration of each side's mixture), ``theta.png``, ``membership.png`` (not with ``--no-plots``).
 - ``params.json``: the estimator's parameters, the input file and how it was read, the conjoined version.
-- ``matrix.npz`` (the fitted matrix, scipy.sparse) and ``model.npz`` (labels, biclusters, theta, memberships, K
-  traces and names), from which ``conjoined plot`` redraws the pictures.
+- ``matrix.npz`` (the fitted matrix, scipy.sparse) and ``model.npz`` (labels, biclusters, theta, memberships,
+  K traces and names), from which ``conjoined plot`` redraws the pictures.
 
 A truth file written by ``simulate`` has the same layout as ``biclusters.json`` (``shape`` and a list of
-``biclusters`` with ``rows``, ``row_indices``, ``columns``, ``column_indices``), plus the ``case`` and ``seed``.
+``biclusters`` with ``rows``, ``row_indices``, ``columns``, ``column_indices``), plus the ``case`` and
+``seed``.
 
-Exit status: 0 on success; 2 for a usage error or bad input (a file that is missing or does not parse, negative
-or non-integer values, an empty matrix, an existing OUTDIR without ``--force``), reported as one line
+Exit status: 0 on success; 2 for a usage error or bad input (a file that is missing or does not parse,
+negative or non-integer values, an empty matrix, an existing OUTDIR without ``--force``), reported as one line
 ``conjoined: error: ...`` on stderr with nothing written; 130 when interrupted.
 """
 
@@ -90,7 +91,7 @@ class UserError(Exception):
 
 
 def _estimator_options(parser):
-    """Add the CDP parameters as options; returns their names. Each defaults to None: the estimator's default."""
+    """Add the CDP parameters as options and return their names; None (the default) means the estimator's."""
     defaults = ConjoinedDirichletProcess().get_params()
     group = parser.add_argument_group("CDP parameters (see conjoined.CDP)")
     parameters = []
@@ -100,24 +101,53 @@ def _estimator_options(parser):
         group.add_argument(flag, dest=parameter, default=None, help=f"{text} (default: {shown})", **kwargs)
         parameters.append(parameter)
 
-    add("--row-alpha", "row_alpha", "Dirichlet-process concentration of the row mixture", type=float, metavar="A")
+    add(
+        "--row-alpha",
+        "row_alpha",
+        "Dirichlet-process concentration of the row mixture",
+        type=float,
+        metavar="A",
+    )
     add("--column-alpha", "column_alpha", "concentration of the column mixture", type=float, metavar="A")
     add("--row-likelihood", "row_likelihood", "likelihood of the row mixture", choices=LIKELIHOODS)
     add("--column-likelihood", "column_likelihood", "likelihood of the column mixture", choices=LIKELIHOODS)
-    add("--row-beta", "row_beta", "prior of the row likelihood (Dirichlet beta or Gamma shape)", type=float,
-        metavar="B")
+    add(
+        "--row-beta",
+        "row_beta",
+        "prior of the row likelihood (Dirichlet beta or Gamma shape)",
+        type=float,
+        metavar="B",
+    )
     add("--column-beta", "column_beta", "prior of the column likelihood", type=float, metavar="B")
     add("--n-iter", "n_iter", "iterations of every DP mixture run", type=int, metavar="N")
     add("--n-rounds", "n_rounds", "conjoined rounds after the independent runs", type=int, metavar="N")
     add("--n-reassign", "n_reassign", "sweeps of the token reassignment", type=int, metavar="N")
     add("--mode", "mode", "'paper' runs the published pipeline", choices=MODES)
-    add("--seed", "random_state", "random seed: the same seed gives the same result",
-        "drawn at random and recorded in params.json", type=int, metavar="S")
+    add(
+        "--seed",
+        "random_state",
+        "random seed: the same seed gives the same result",
+        "drawn at random and recorded in params.json",
+        type=int,
+        metavar="S",
+    )
     add("--n-jobs", "n_jobs", "threads of the DP mixtures", "every core", type=int, metavar="N")
-    add("--z-min", "z_min", "Poisson z-score a block needs above the background density to be a bicluster",
-        DEFAULT_Z_MIN, type=float, metavar="Z")
-    add("--min-size", "min_size", "fewest rows and columns of a bicluster", DEFAULT_MIN_SIZE, type=int,
-        metavar="N")
+    add(
+        "--z-min",
+        "z_min",
+        "Poisson z-score a block needs above the background density to be a bicluster",
+        DEFAULT_Z_MIN,
+        type=float,
+        metavar="Z",
+    )
+    add(
+        "--min-size",
+        "min_size",
+        "fewest rows and columns of a bicluster",
+        DEFAULT_MIN_SIZE,
+        type=int,
+        metavar="N",
+    )
     return tuple(parameters)
 
 
@@ -133,35 +163,54 @@ def build_parser():
     fit = commands.add_parser(
         "fit",
         help="bicluster a count matrix file",
-        description="Bicluster a count matrix (rows: features such as words or genes; columns: samples such as "
-                    "documents or cells) and write the results into OUTDIR.",
+        description="Bicluster a count matrix (rows: features such as words or genes; columns: samples such "
+        "as documents or cells) and write the results into OUTDIR.",
     )
-    fit.add_argument("input", metavar="INPUT",
-                     help=".csv/.tsv (header and first column give names), .mtx, a 10x folder, .npz "
-                          "(scipy.sparse), .h5ad (AnnData, read as genes x cells) or .mat")
-    fit.add_argument("-o", "--outdir", required=True, metavar="OUTDIR", help="results directory (must not exist)")
-    fit.add_argument("--force", action="store_true", help="replace OUTDIR if it exists (once the fit is done)")
+    fit.add_argument(
+        "input",
+        metavar="INPUT",
+        help=".csv/.tsv (header and first column give names), .mtx, a 10x folder, .npz "
+        "(scipy.sparse), .h5ad (AnnData, read as genes x cells) or .mat",
+    )
+    fit.add_argument(
+        "-o", "--outdir", required=True, metavar="OUTDIR", help="results directory (must not exist)"
+    )
+    fit.add_argument(
+        "--force", action="store_true", help="replace OUTDIR if it exists (once the fit is done)"
+    )
     fit.add_argument("--quiet", action="store_true", help="no progress bars")
     fit.add_argument("--no-plots", action="store_true", help="skip the pictures (they need matplotlib)")
     fit.add_argument("--layer", help=".h5ad: the layer holding counts ('raw': adata.raw.X; default X)")
     fit.add_argument("--variable", help=".mat: the variable holding the matrix")
     fit.add_argument("--row-names", metavar="FILE", help="text file with one row name a line")
     fit.add_argument("--column-names", metavar="FILE", help="text file with one column name a line")
-    fit.add_argument("--transpose", action="store_true",
-                     help="the file holds samples as rows: bicluster its transpose")
+    fit.add_argument(
+        "--transpose", action="store_true", help="the file holds samples as rows: bicluster its transpose"
+    )
     fit.set_defaults(run=_run_fit, estimator_parameters=_estimator_options(fit))
 
     simulate = commands.add_parser(
         "simulate",
         help="write one of the paper's simulation cases and its truth",
-        description="Write a draw of the paper's simulation case CASE to FILE (.csv, .npz or .mtx) and the true "
-                    "biclusters to FILE's name with .truth.json in place of the extension.",
+        description="Write a draw of the paper's simulation case CASE to FILE (.csv, .npz or .mtx) and the "
+        "true biclusters to FILE's name with .truth.json in place of the extension.",
     )
-    simulate.add_argument("case", metavar="CASE", type=int, choices=sorted(CDP_CASES),
-                          help=f"simulation case, one of {sorted(CDP_CASES)}")
-    simulate.add_argument("-o", "--output", required=True, metavar="FILE", help="matrix file: .csv, .npz or .mtx")
-    simulate.add_argument("--seed", type=int, default=None,
-                          help="random seed (default: drawn at random and recorded in the truth file)")
+    simulate.add_argument(
+        "case",
+        metavar="CASE",
+        type=int,
+        choices=sorted(CDP_CASES),
+        help=f"simulation case, one of {sorted(CDP_CASES)}",
+    )
+    simulate.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="matrix file: .csv, .npz or .mtx"
+    )
+    simulate.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="random seed (default: drawn at random and recorded in the truth file)",
+    )
     simulate.add_argument("--shuffle", action="store_true", help="permute rows and columns")
     simulate.add_argument("--force", action="store_true", help="replace existing files")
     simulate.set_defaults(run=_run_simulate)
@@ -170,7 +219,7 @@ def build_parser():
         "score",
         help="Jaccard score of found biclusters against the truth",
         description="Print the paper's Jaccard score (mean best-match Jaccard index of biclusters as sets of "
-                    "cells, the smaller of both directions) of FOUND against TRUTH.",
+        "cells, the smaller of both directions) of FOUND against TRUTH.",
     )
     score.add_argument("found", metavar="FOUND", help="an OUTDIR of 'conjoined fit' or its biclusters.json")
     score.add_argument("truth", metavar="TRUTH", help="a truth .json written by 'conjoined simulate'")
@@ -179,7 +228,8 @@ def build_parser():
     plot = commands.add_parser(
         "plot",
         help="redraw the pictures of a fit",
-        description="Redraw the pictures of OUTDIR (written by 'conjoined fit') from its matrix.npz and model.npz.",
+        description="Redraw the pictures of OUTDIR (written by 'conjoined fit') from its matrix.npz and "
+        "model.npz.",
     )
     plot.add_argument("outdir", metavar="OUTDIR")
     plot.add_argument("--format", default="png", choices=("png", "pdf", "svg"), help="picture format")
@@ -197,15 +247,22 @@ def _default_names(n):
 
 def _read_input(args):
     """``(X, row_names, column_names, source_format)`` with X validated counts (CSR or dense float64)."""
-    matrix = read_matrix(args.input, layer=args.layer, variable=args.variable, row_names=args.row_names,
-                         column_names=args.column_names)
+    matrix = read_matrix(
+        args.input,
+        layer=args.layer,
+        variable=args.variable,
+        row_names=args.row_names,
+        column_names=args.column_names,
+    )
     X, row_names, column_names = matrix.X, matrix.row_names, matrix.column_names
     if args.transpose:
         X = X.T.tocsr() if sp.issparse(X) else X.T
         row_names, column_names = column_names, row_names
     X = check_matrix(X, name=str(args.input), counts=True)
     if X.sum() == 0:
-        raise UserError(f"{args.input}: the matrix (shape {X.shape}) holds only zeros: there is nothing to bicluster")
+        raise UserError(
+            f"{args.input}: the matrix (shape {X.shape}) holds only zeros: there is nothing to bicluster"
+        )
     row_names = _default_names(X.shape[0]) if row_names is None else np.asarray(row_names, dtype=str)
     column_names = _default_names(X.shape[1]) if column_names is None else np.asarray(column_names, dtype=str)
     return X, row_names, column_names, matrix.source_format
@@ -217,14 +274,18 @@ def _fresh_seed():
 
 
 def _estimator_from_args(args):
-    given = {name: getattr(args, name) for name in args.estimator_parameters if getattr(args, name) is not None}
+    given = {
+        name: getattr(args, name) for name in args.estimator_parameters if getattr(args, name) is not None
+    }
     given.setdefault("random_state", _fresh_seed())
     return ConjoinedDirichletProcess(verbose=not args.quiet, **given)
 
 
 def _members_by_membership(mask, membership, phi):
-    """Indices of the members in ``mask``, highest membership first (ties: highest phi, i.e. the member's token
-    count in the topic; then index)."""
+    """Indices of the members in ``mask``, highest membership first.
+
+    Ties go to the highest phi (the member's token count in the topic), then to the lowest index.
+    """
     members = np.flatnonzero(mask)
     return members[np.lexsort((-phi[members], -membership[members]))]
 
@@ -236,7 +297,13 @@ def _bicluster_records(model, row_names, column_names):
         record = {"index": b, "pair": [int(k), int(l)], "strength": float(model.bicluster_strength_[b])}
         for side, mask, membership, phi, names in (
             ("row", model.rows_[b], model.row_membership_[:, k], model.phi_rows_[:, k], row_names),
-            ("column", model.columns_[b], model.column_membership_[:, l], model.phi_columns_[:, l], column_names),
+            (
+                "column",
+                model.columns_[b],
+                model.column_membership_[:, l],
+                model.phi_columns_[:, l],
+                column_names,
+            ),
         ):
             members = _members_by_membership(mask, membership, phi)
             record[f"n_{side}s"] = int(members.size)
@@ -294,8 +361,8 @@ def _load_model(path):
 def _pyplot():
     import matplotlib
 
-    # A command draws into files: use the non-interactive backend unless pyplot is already in use (main() called
-    # from a notebook), whose backend is then left alone.
+    # A command draws into files: use the non-interactive backend unless pyplot is already in use (main()
+    # called from a notebook), whose backend is then left alone.
     if "matplotlib.pyplot" not in sys.modules:
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -322,15 +389,25 @@ def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=P
     if n_biclusters > HEATMAP_MAX_BICLUSTERS:
         # past ~10, outlines and legend entries hide each other and the drawing gets slow
         heatmap_model = SimpleNamespace(
-            row_labels_=model.row_labels_, column_labels_=model.column_labels_,
-            rows_=model.rows_[:HEATMAP_MAX_BICLUSTERS], columns_=model.columns_[:HEATMAP_MAX_BICLUSTERS],
+            row_labels_=model.row_labels_,
+            column_labels_=model.column_labels_,
+            rows_=model.rows_[:HEATMAP_MAX_BICLUSTERS],
+            columns_=model.columns_[:HEATMAP_MAX_BICLUSTERS],
             bicluster_pairs_=model.bicluster_pairs_[:HEATMAP_MAX_BICLUSTERS],
         )
-        heatmap_title = (f"{X.shape[0]} x {X.shape[1]} matrix, {n_biclusters} biclusters: the "
-                         f"{HEATMAP_MAX_BICLUSTERS} strongest shown")
+        heatmap_title = (
+            f"{X.shape[0]} x {X.shape[1]} matrix, {n_biclusters} biclusters: the "
+            f"{HEATMAP_MAX_BICLUSTERS} strongest shown"
+        )
     drawers = {
-        "heatmap": lambda: plot_biclusters(X, heatmap_model, row_names=row_names, column_names=column_names,
-                                           title=heatmap_title, figsize=_heatmap_figsize(X.shape[0])),
+        "heatmap": lambda: plot_biclusters(
+            X,
+            heatmap_model,
+            row_names=row_names,
+            column_names=column_names,
+            title=heatmap_title,
+            figsize=_heatmap_figsize(X.shape[0]),
+        ),
         "k_trace": lambda: plot_k_trace(model),
         "theta": lambda: plot_theta(model),
         "membership": lambda: plot_membership(model),
@@ -352,13 +429,17 @@ def _summary(model, X, input_name, row_names):
     n_biclusters = len(model.bicluster_pairs_)
     lines = [
         f"CDP on {input_name}: {X.shape[0]} rows x {X.shape[1]} columns, {X.sum():.0f} counts",
-        f"K_r = {model.n_row_clusters_} row clusters, K_c = {model.n_column_clusters_} column clusters, "
-        f"{n_biclusters} bicluster(s)",
+        (
+            f"K_r = {model.n_row_clusters_} row clusters, K_c = {model.n_column_clusters_} column clusters, "
+            f"{n_biclusters} bicluster(s)"
+        ),
     ]
     if not n_biclusters:
         return "\n".join(lines + ["no (k, l) block stands out from the matrix's density (see --z-min)"])
     lines.append("")
-    lines.append(f"{'#':>3}  {'(k, l)':>8}  {'rows':>6}  {'columns':>7}  {'strength':>9}  top rows by membership")
+    lines.append(
+        f"{'#':>3}  {'(k, l)':>8}  {'rows':>6}  {'columns':>7}  {'strength':>9}  top rows by membership"
+    )
     for b in range(min(n_biclusters, _SUMMARY_MAX_BICLUSTERS)):
         k, l = (int(v) for v in model.bicluster_pairs_[b])
         top = _members_by_membership(model.rows_[b], model.row_membership_[:, k], model.phi_rows_[:, k])
@@ -379,35 +460,51 @@ def _run_fit(args, argv):
     model = _estimator_from_args(args)
     with atomic_output_dir(args.outdir, force=args.force) as staging:
         model.fit(X)
-        write_json(staging / "biclusters.json", {
-            "shape": list(X.shape),
-            "n_row_clusters": model.n_row_clusters_,
-            "n_column_clusters": model.n_column_clusters_,
-            "biclusters": _bicluster_records(model, row_names, column_names),
-        })
-        _write_membership_csv(staging / "row_membership.csv", model.row_membership_, model.row_labels_,
-                              row_names, "k")
-        _write_membership_csv(staging / "column_membership.csv", model.column_membership_,
-                              model.column_labels_, column_names, "l")
-        write_table_csv(staging / "theta.csv", model.theta_, [f"k{k}" for k in range(model.theta_.shape[0])],
-                        [f"l{l}" for l in range(model.theta_.shape[1])])
+        write_json(
+            staging / "biclusters.json",
+            {
+                "shape": list(X.shape),
+                "n_row_clusters": model.n_row_clusters_,
+                "n_column_clusters": model.n_column_clusters_,
+                "biclusters": _bicluster_records(model, row_names, column_names),
+            },
+        )
+        _write_membership_csv(
+            staging / "row_membership.csv", model.row_membership_, model.row_labels_, row_names, "k"
+        )
+        _write_membership_csv(
+            staging / "column_membership.csv",
+            model.column_membership_,
+            model.column_labels_,
+            column_names,
+            "l",
+        )
+        write_table_csv(
+            staging / "theta.csv",
+            model.theta_,
+            [f"k{k}" for k in range(model.theta_.shape[0])],
+            [f"l{l}" for l in range(model.theta_.shape[1])],
+        )
         sp.save_npz(staging / "matrix.npz", sp.csr_matrix(X))
         _save_model(staging / "model.npz", model, row_names, column_names)
-        write_json(staging / "params.json", {
-            "conjoined_version": __version__,
-            "command": [PROG, *argv],
-            "input": {
-                "path": str(Path(args.input).absolute()),
-                "format": source_format,
-                "shape": list(X.shape),
-                "layer": args.layer,
-                "variable": args.variable,
-                "row_names": args.row_names,
-                "column_names": args.column_names,
-                "transpose": args.transpose,
+        write_json(
+            staging / "params.json",
+            {
+                "conjoined_version": __version__,
+                "command": [PROG, *argv],
+                "input": {
+                    "path": str(Path(args.input).absolute()),
+                    "format": source_format,
+                    "shape": list(X.shape),
+                    "layer": args.layer,
+                    "variable": args.variable,
+                    "row_names": args.row_names,
+                    "column_names": args.column_names,
+                    "transpose": args.transpose,
+                },
+                "estimator": {name: value for name, value in model.get_params().items() if name != "verbose"},
             },
-            "estimator": {name: value for name, value in model.get_params().items() if name != "verbose"},
-        })
+        )
         if not args.no_plots:
             draw_pictures(staging, X, model, row_names, column_names)
     print(_summary(model, X, args.input, row_names))
@@ -415,7 +512,7 @@ def _run_fit(args, argv):
     return 0
 
 
-# ---------------------------------------------------------------------------------------------------- simulate
+# ------------------------------------------------------------------------------------------------ simulate
 
 
 def _truth_path(matrix_path):
@@ -467,7 +564,10 @@ def _run_simulate(args, argv):
     staged = []
     try:
         for final, write in (
-            (output, lambda path: _write_matrix_file(path, output.suffix.lower(), X, row_names, column_names)),
+            (
+                output,
+                lambda path: _write_matrix_file(path, output.suffix.lower(), X, row_names, column_names),
+            ),
             (truth_path, lambda path: write_json(path, truth)),
         ):
             # the temporary name keeps the extension: numpy and scipy append one to names lacking it
@@ -479,8 +579,10 @@ def _run_simulate(args, argv):
     finally:
         for temporary, _ in staged:
             temporary.unlink(missing_ok=True)
-    print(f"case {args.case}: {X.shape[0]} x {X.shape[1]} matrix, {int(X.sum())} counts, {len(rows)} true "
-          f"bicluster(s) -> {output}, {truth_path}")
+    print(
+        f"case {args.case}: {X.shape[0]} x {X.shape[1]} matrix, {int(X.sum())} counts, {len(rows)} true "
+        f"bicluster(s) -> {output}, {truth_path}"
+    )
     return 0
 
 
@@ -517,7 +619,9 @@ def _run_score(args, argv):
     found, found_shape, found_path = _read_bicluster_json(args.found, "the found biclusters")
     truth, truth_shape, truth_path = _read_bicluster_json(args.truth, "the truth")
     if found_shape != truth_shape:
-        raise UserError(f"{found_path} is for a {found_shape} matrix but {truth_path} for a {truth_shape} one")
+        raise UserError(
+            f"{found_path} is for a {found_shape} matrix but {truth_path} for a {truth_shape} one"
+        )
     score = jaccard_score(found, truth)
     print(f"Jaccard score: {score:.4f} ({len(found[0])} found, {len(truth[0])} true bicluster(s))")
     return 0
@@ -530,17 +634,22 @@ def _run_plot(args, argv):
     outdir = Path(args.outdir)
     for name in ("matrix.npz", "model.npz"):
         if not (outdir / name).is_file():
-            raise UserError(f"{outdir / name}: no such file; is {outdir} an OUTDIR written by 'conjoined fit'?")
+            raise UserError(
+                f"{outdir / name}: no such file; is {outdir} an OUTDIR written by 'conjoined fit'?"
+            )
     try:
         X = sp.load_npz(outdir / "matrix.npz").tocsr()
     except Exception as exc:  # noqa: BLE001
         raise UserError(f"{outdir / 'matrix.npz'}: cannot read ({type(exc).__name__}: {exc})") from None
     model = _load_model(outdir / "model.npz")
     if X.shape != (model.row_labels_.size, model.column_labels_.size):
-        raise UserError(f"{outdir}: matrix.npz has shape {X.shape} but model.npz labels "
-                        f"{model.row_labels_.size} rows and {model.column_labels_.size} columns")
-    for path in draw_pictures(outdir, X, model, model.row_names, model.column_names, fmt=args.format,
-                              dpi=args.dpi):
+        raise UserError(
+            f"{outdir}: matrix.npz has shape {X.shape} but model.npz labels "
+            f"{model.row_labels_.size} rows and {model.column_labels_.size} columns"
+        )
+    for path in draw_pictures(
+        outdir, X, model, model.row_names, model.column_names, fmt=args.format, dpi=args.dpi
+    ):
         print(path)
     return 0
 

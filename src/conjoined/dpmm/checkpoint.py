@@ -123,7 +123,13 @@ class Checkpointer:
         """The ``Checkpoint`` at ``path``, or None if there is no file. ValueError if it belongs to another fit."""
         if not os.path.exists(self.path):
             return None
-        with np.load(self.path, allow_pickle=False) as file:
+        try:
+            file = np.load(self.path, allow_pickle=False)
+        except (ValueError, OSError) as error:
+            raise ValueError(f"{self.path} is not a DPMM checkpoint ({error})") from error
+        if not isinstance(file, np.lib.npyio.NpzFile):
+            raise ValueError(f"{self.path} is not a DPMM checkpoint (a single array)")
+        with file:
             if "format_version" not in file or int(file["format_version"]) != FORMAT_VERSION:
                 raise ValueError(f"{self.path} is not a DPMM checkpoint of format version {FORMAT_VERSION}")
             if str(file["data_key"]) != self.data_key:

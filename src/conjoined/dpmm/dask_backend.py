@@ -116,8 +116,10 @@ class DaskBackend(Shard):
         elif address is not None:
             self.client, self.owns_client = Client(address), True
         else:
+            # The scheduler's HTTP server (health routes) gets a free port: 8787 may be taken by another cluster.
             self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                                        processes=True, host="127.0.0.1", dashboard_address=None)
+                                        processes=True, host="127.0.0.1", dashboard_address=":0",
+                                        scheduler_kwargs={"dashboard": False})
             self.client, self.owns_client = Client(self.cluster), True
         self.groups = None  # stream indices of each actor
         self.actors, self.actor_futures, self.placement, self.pending = [], [], [], []
@@ -147,13 +149,17 @@ class DaskBackend(Shard):
     def _start_actors(self):
         workers = self._workers()
         n_streams = len(self.streams) - 1
-        self.groups = [list(g) for g in np.array_split(np.arange(n_streams), min(len(workers), n_streams))]
+        self.groups = [g.tolist() for g in np.array_split(np.arange(n_streams), min(len(workers), n_streams))]
         self.actors = [None] * len(self.groups)
         self.actor_futures = [None] * len(self.groups)
         self.placement = [None] * len(self.groups)
         self.pending = [[] for _ in self.groups]
         for g, address in zip(range(len(self.groups)), sorted(workers)):
-            self._start_group(g, address, workers[address])
+            try:
+                self._start_group(g, address, workers[address])
+            except WORKER_LOST:
+                self.placement[g] = address
+                self._recover([g])
 
     def _start_group(self, g, address, n_threads):
         """Create actor ``g`` on worker ``address`` from the driver's copy of its streams."""
@@ -179,7 +185,7 @@ class DaskBackend(Shard):
             self.lost_workers.add(self.placement[g])
             if self.actor_futures[g] is not None:
                 self.actor_futures[g].release()
-            self.actors[g] = self.actor_futures[g] = None
+            self.actors[g] = self.actor_futures[g] = self.placement[g] = None
         for g in lost:
             while True:
                 workers = self._workers()
@@ -212,9 +218,10 @@ class DaskBackend(Shard):
             calls = [(g, self._call(g, kernel_params)) for g in todo]
             lost = []
             for g, call in calls:
+                if call is None:
+                    lost.append(g)
+                    continue
                 try:
-                    if call is None:
-                        raise CancelledError
                     results[g] = call.result()
                 except WORKER_LOST:
                     lost.append(g)
@@ -243,7 +250,7 @@ class DaskBackend(Shard):
         self.labels = np.concatenate([labels for _, labels, _, _ in results])
         self.sublabels = np.concatenate([sublabels for _, _, sublabels, _ in results])
         new = np.flatnonzero(self.labels == K)
-        return stats, new, self.data[new], self.log_single[new]
+        return stats, new, self._rows(new), self.log_single[new]
 
     def _queue(self, name, *args):
         if self.groups is not None:

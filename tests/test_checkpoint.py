@@ -1,0 +1,167 @@
+"""DPMM checkpoints: an interrupted and resumed fit equals an uninterrupted one; mismatches and bad writes."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import conjoined
+from conjoined.dpmm import estimator, sampler
+
+
+def count_mixture(seed=0, n=240, K=4, d=60, total=60):
+    rng = np.random.default_rng(seed)
+    theta = rng.dirichlet(np.full(d, 0.3), size=K)
+    return sp.csr_matrix(np.stack([rng.multinomial(total, theta[k]) for k in np.arange(n) % K]))
+
+
+def gaussian_mixture(seed=0, n=300, K=5, d=3):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=8.0, size=(K, d))
+    return centres[np.arange(n) % K] + rng.standard_normal((n, d))
+
+
+DATA = {"counts": count_mixture, "gaussian": gaussian_mixture}
+PARAMS = dict(n_iter=24, random_state=5, n_shards=4, warmup=12)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def interrupt_during_iteration(monkeypatch, iteration):
+    """Make the fit raise in the middle of iteration ``iteration`` (0-based: after that many complete ones)."""
+    original = estimator.sams_move
+    calls = {"n": 0}
+
+    def move(*args):
+        calls["n"] += 1
+        if calls["n"] > iteration:
+            raise Interrupted
+        return original(*args)
+
+    monkeypatch.setattr(estimator, "sams_move", move)
+
+
+def count_steps(monkeypatch):
+    original = sampler.step
+    calls = {"n": 0}
+
+    def step(*args, **kwargs):
+        calls["n"] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(sampler, "step", step)
+    return calls
+
+
+def assert_same_fit(a, b):
+    for name in ("labels_", "labels_trace_", "n_clusters_trace_", "log_posterior_trace_", "n_splits_trace_",
+                 "n_merges_trace_", "weights_"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for key in a.cluster_params_:
+        np.testing.assert_array_equal(a.cluster_params_[key], b.cluster_params_[key])
+
+
+@pytest.mark.parametrize("kind", ["counts", "gaussian"])
+def test_resumed_fit_equals_uninterrupted_fit(tmp_path, monkeypatch, kind):
+    X = DATA[kind]()
+    path = tmp_path / "fit.npz"
+    expected = conjoined.DPMM(**PARAMS).fit(X)
+    assert expected.n_clusters_trace_.max() > 1
+    with monkeypatch.context() as patch:
+        interrupt_during_iteration(patch, 13)
+        with pytest.raises(Interrupted):
+            conjoined.DPMM(checkpoint=path, checkpoint_every=5, **PARAMS).fit(X)
+    with np.load(path) as saved:
+        assert int(saved["iteration"]) == 10
+    steps = count_steps(monkeypatch)
+    resumed = conjoined.DPMM(checkpoint=path, checkpoint_every=5, **PARAMS).fit(X)
+    assert steps["n"] == PARAMS["n_iter"] - 10
+    assert_same_fit(expected, resumed)
+    # The finished checkpoint gives the same result again without sampling.
+    again = conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
+    assert steps["n"] == PARAMS["n_iter"] - 10
+    assert_same_fit(expected, again)
+    np.testing.assert_array_equal(resumed.time_trace_, again.time_trace_)
+
+
+def test_fit_killed_in_a_subprocess_resumes(tmp_path):
+    """SIGKILL the fitting process itself in the middle of iteration 17; resume here."""
+    path = tmp_path / "fit.npz"
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import conjoined
+        from conjoined.dpmm import estimator
+        from test_checkpoint import count_mixture, PARAMS
+        original, calls = estimator.sams_move, []
+        def move(*args):
+            calls.append(1)
+            if len(calls) > 17:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(*args)
+        estimator.sams_move = move
+        conjoined.DPMM(checkpoint={str(path)!r}, checkpoint_every=3, **PARAMS).fit(count_mixture(1))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == -9, result.stderr
+    with np.load(path) as saved:
+        assert int(saved["iteration"]) == 15
+    X = count_mixture(1)
+    assert_same_fit(conjoined.DPMM(**PARAMS).fit(X),
+                    conjoined.DPMM(checkpoint=path, checkpoint_every=3, **PARAMS).fit(X))
+
+
+def test_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    X = count_mixture(2)
+    path = tmp_path / "fit.npz"
+    original = np.savez
+    calls = {"n": 0}
+
+    def savez_then_fail(file, **arrays):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            file.write(b"half a checkpoint")
+            raise OSError("disk full")
+        original(file, **arrays)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(np, "savez", savez_then_fail)
+        with pytest.raises(OSError, match="disk full"):
+            conjoined.DPMM(checkpoint=path, checkpoint_every=4, **PARAMS).fit(X)
+    assert os.listdir(tmp_path) == ["fit.npz"]  # no temporary file left behind
+    with np.load(path) as saved:
+        assert int(saved["iteration"]) == 8
+    assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), conjoined.DPMM(checkpoint=path, **PARAMS).fit(X))
+
+
+def test_checkpoint_of_another_fit_is_refused(tmp_path):
+    X = count_mixture(3)
+    path = tmp_path / "fit.npz"
+    conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
+    with pytest.raises(ValueError, match="different data"):
+        conjoined.DPMM(checkpoint=path, **PARAMS).fit(count_mixture(4))
+    with pytest.raises(ValueError, match="alpha: 1.0 in the file, 2.0 now"):
+        conjoined.DPMM(checkpoint=path, **dict(PARAMS, alpha=2.0)).fit(X)
+    with pytest.raises(ValueError, match="prior"):
+        conjoined.DPMM(checkpoint=path, prior=conjoined.Multinomial(beta=0.5), **PARAMS).fit(X)
+    with pytest.raises(ValueError, match="seed"):
+        conjoined.DPMM(checkpoint=path, **dict(PARAMS, random_state=6)).fit(X)
+    with pytest.raises(ValueError, match="n_iter"):
+        conjoined.DPMM(checkpoint=path, **dict(PARAMS, n_iter=30)).fit(X)
+    # random_state=None continues whatever seed the checkpoint was started with.
+    assert_same_fit(conjoined.DPMM(**PARAMS).fit(X),
+                    conjoined.DPMM(checkpoint=path, **dict(PARAMS, random_state=None)).fit(X))
+    (tmp_path / "other.npz").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="is not a DPMM checkpoint"):
+        conjoined.DPMM(checkpoint=tmp_path / "other.npz", **PARAMS).fit(X)
+
+
+def test_bad_checkpoint_every():
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        conjoined.DPMM(checkpoint_every=0).fit(count_mixture())

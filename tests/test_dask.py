@@ -1,0 +1,148 @@
+"""DPMM on Dask: identical labels to the local backend, survival of a killed worker, optional-extra behaviour."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import conjoined
+
+distributed = pytest.importorskip("distributed")
+from conjoined.dpmm.dask_backend import DaskBackend  # noqa: E402
+
+
+def count_mixture(seed=0, n=240, K=4, d=60, total=60):
+    rng = np.random.default_rng(seed)
+    theta = rng.dirichlet(np.full(d, 0.3), size=K)
+    return sp.csr_matrix(np.stack([rng.multinomial(total, theta[k]) for k in np.arange(n) % K]))
+
+
+def gaussian_mixture(seed=0, n=300, K=5, d=3):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=8.0, size=(K, d))
+    return centres[np.arange(n) % K] + rng.standard_normal((n, d))
+
+
+DATA = {"counts": count_mixture, "gaussian": gaussian_mixture}
+PARAMS = dict(n_iter=24, random_state=7, n_shards=6, warmup=12)
+
+
+def local_cluster(n_workers):
+    return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                    dashboard_address=":0", scheduler_kwargs={"dashboard": False})
+
+
+@pytest.fixture(scope="module")
+def clients():
+    """{n_workers: Client} for LocalClusters of 1 and 2 worker processes."""
+    with local_cluster(1) as one, local_cluster(2) as two:
+        with distributed.Client(one) as client_one, distributed.Client(two) as client_two:
+            yield {1: client_one, 2: client_two}
+
+
+def assert_same_fit(a, b):
+    np.testing.assert_array_equal(a.labels_trace_, b.labels_trace_)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.n_clusters_trace_, b.n_clusters_trace_)
+    np.testing.assert_array_equal(a.log_posterior_trace_, b.log_posterior_trace_)
+    np.testing.assert_array_equal(a.n_splits_trace_, b.n_splits_trace_)
+    np.testing.assert_array_equal(a.n_merges_trace_, b.n_merges_trace_)
+
+
+@pytest.mark.parametrize("kind", ["counts", "gaussian"])
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_same_labels_as_local_backend(clients, kind, n_workers):
+    X = DATA[kind]()
+    local = conjoined.DPMM(**PARAMS).fit(X)
+    assert local.n_clusters_trace_.max() > 1  # the chain moves: the comparison is not trivial
+    dask = conjoined.DPMM(backend="dask", client=clients[n_workers], **PARAMS).fit(X)
+    assert_same_fit(local, dask)
+    # The client is the caller's: still usable after the fit.
+    assert clients[n_workers].submit(sum, [1, 2]).result() == 3
+
+
+def test_scheduler_address(clients):
+    X = count_mixture(1)
+    local = conjoined.DPMM(**PARAMS).fit(X)
+    address = clients[2].scheduler.address
+    assert_same_fit(local, conjoined.DPMM(backend="dask", address=address, **PARAMS).fit(X))
+
+
+def test_embedded_local_cluster():
+    X = gaussian_mixture(2)
+    assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), conjoined.DPMM(backend="dask", **PARAMS).fit(X))
+
+
+@pytest.mark.parametrize("kind, kill_at_call", [("counts", 2 * 5 + 1), ("gaussian", 2 * 9 + 2)])
+def test_fit_survives_a_worker_killed_mid_fit(clients, monkeypatch, kind, kill_at_call):
+    """SIGKILL the worker process of one actor while its pass is in flight; its nanny restarts it later."""
+    X = DATA[kind](3)
+    expected = conjoined.DPMM(**PARAMS).fit(X)
+    client = clients[2]
+    client.wait_for_workers(2, timeout=60)
+    original_call = DaskBackend._call
+    calls = {"n": 0}
+
+    def call_then_kill(backend, g, kernel_params):
+        future = original_call(backend, g, kernel_params)
+        calls["n"] += 1
+        if calls["n"] == kill_at_call:
+            address = backend.placement[g]
+            os.kill(client.run(os.getpid, workers=[address])[address], signal.SIGKILL)
+        return future
+
+    monkeypatch.setattr(DaskBackend, "_call", call_then_kill)
+    with pytest.warns(RuntimeWarning, match="Dask worker lost: re-creating streams"):
+        model = conjoined.DPMM(backend="dask", client=client, **PARAMS).fit(X)
+    assert calls["n"] == 2 * PARAMS["n_iter"] + 1  # every pass of both actors, plus the re-run
+    assert_same_fit(expected, model)
+
+
+def test_checkpoint_of_a_dask_fit_resumes_on_the_local_backend(clients, tmp_path, monkeypatch):
+    """The driver's copy of labels and random states is what a checkpoint saves, mid-fit, pending messages and all."""
+    from conjoined.dpmm import estimator
+
+    X = count_mixture(4)
+    path = tmp_path / "fit.npz"
+    original, calls = estimator.sams_move, {"n": 0}
+
+    def interrupted_move(*args):
+        calls["n"] += 1
+        if calls["n"] > 9:
+            raise KeyboardInterrupt
+        return original(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(estimator, "sams_move", interrupted_move)
+        with pytest.raises(KeyboardInterrupt):
+            conjoined.DPMM(backend="dask", client=clients[2], checkpoint=path, checkpoint_every=3, **PARAMS).fit(X)
+    assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), conjoined.DPMM(checkpoint=path, **PARAMS).fit(X))
+
+
+def test_bad_backend_parameters():
+    X = count_mixture()
+    with pytest.raises(ValueError, match="backend must be one of"):
+        conjoined.DPMM(backend="spark").fit(X)
+    with pytest.raises(ValueError, match="client and address are for backend=\"dask\""):
+        conjoined.DPMM(address="tcp://127.0.0.1:8786").fit(X)
+    with pytest.raises(ValueError, match="either client or address"):
+        conjoined.DPMM(backend="dask", client=object(), address="tcp://127.0.0.1:8786").fit(X)
+
+
+def test_without_dask_the_error_says_how_to_install(monkeypatch):
+    monkeypatch.delitem(sys.modules, "conjoined.dpmm.dask_backend")
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(ImportError, match=r'pip install "conjoined\[dask\]"'):
+        conjoined.DPMM(backend="dask", n_iter=2).fit(count_mixture())
+
+
+def test_local_backend_does_not_import_dask():
+    code = ("import sys, numpy as np, conjoined; "
+            "conjoined.DPMM(n_iter=3, random_state=0).fit(np.random.default_rng(0).poisson(2.0, (40, 6))); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
