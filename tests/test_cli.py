@@ -434,3 +434,12 @@ def test_python_dash_m_bad_input(tmp_path):
     assert not (tmp_path / "out").exists()
     status, out, _ = _run_subprocess(["--help"], tmp_path)
     assert status == 0 and all(command in out for command in ("fit", "simulate", "score", "plot"))
+
+
+def test_demo_runs_cdp_on_a_builtin_case_and_prints_the_score(capsys):
+    assert main(["demo", "--case", "1", "--seed", "0", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "simulation case 1: 50 x 50 counts" in out
+    assert "found 0:" in out and "true  0: 20 rows x 20 columns" in out
+    score = float(re.search(r"Jaccard score \(the paper's\): ([0-9.]+)", out).group(1))
+    assert score == pytest.approx(1.0)

@@ -25,6 +25,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator, BiclusterMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ._progress import progress_bar
 from ._validation import check_int, check_matrix, check_positive
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.estimator import seed_sequence
@@ -127,7 +128,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         whose density explains their counts better than the background (overlap); "paper-code" is the authors'
         argmax + (mean + sd of block means) rule on the token allocation. See ``conjoined.extract``.
     z_min, min_size : float, int or None
-        Thresholds of the significance rule (None: its defaults, 3 and 2).
+        Thresholds of the significance rule (None: its defaults: z_min 3, raised to the 1% family-wise level
+        over the blocks tested; min_size 2).
     mode : {"conjoined", "paper"}, default="conjoined"
         "paper" forces the published pipeline: independent multinomial mixtures on the raw matrix, no
         conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given.
@@ -236,10 +238,15 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         row_labels, K_r, row_k_post = _select_labels(row_dpmm)
         col_labels, K_c, col_k_post = _select_labels(column_dpmm)
 
-        counts = reassign_tokens(
-            core, row_labels, col_labels, K_r, K_c, a_r=self.a_r, a_c=self.a_c, lam=self.lam,
-            n_sweeps=self.n_reassign, method=self.reassign_method, random_state=np.random.default_rng(seeds[0]),
-        )
+        bar = progress_bar(self.n_reassign, "token reassignment", self.verbose)
+        try:
+            counts = reassign_tokens(
+                core, row_labels, col_labels, K_r, K_c, a_r=self.a_r, a_c=self.a_c, lam=self.lam,
+                n_sweeps=self.n_reassign, method=self.reassign_method,
+                random_state=np.random.default_rng(seeds[0]), callback=lambda sweep, counts: bar.update(),
+            )
+        finally:
+            bar.close()
         params = topic_parameters(counts, a_r=self.a_r, a_c=self.a_c, lam=self.lam)
         if self.extraction == "significance":
             found = extract_biclusters(core, counts, rule="significance", row_labels=row_labels,

@@ -8,7 +8,9 @@ A bicluster is a (row topic k, column topic l) pair together with a set of rows 
     its total ``O`` stands at least ``z_min`` Poisson standard deviations above ``E = rho0 |rows| |cols|``, where
     ``rho0`` is the background density: the density of the cells outside the heavy blocks, found by iterating
     from the matrix's overall density (a block of elevated counts inflates the overall density, which hides
-    modest blocks such as case 2's). Blocks narrower than ``min_size`` rows or columns are not biclusters.
+    modest blocks such as case 2's). Blocks narrower than ``min_size`` rows or columns are not biclusters. By
+    default ``z_min`` is 3, raised to the one-sided 1% family-wise level (Bonferroni) over the blocks tested
+    when there are more than about 7 of them, so that large partitions do not yield chance biclusters.
     ``strength = (O - E) / sqrt(E)``. A row "favours" a heavy block when its count in the block's columns is
     likelier at the block's density ``rho`` than at ``rho0`` (log-likelihood ratio
     ``O_i log(rho / rho0) - |cols| (rho - rho0) > 0``); columns likewise. A heavy block most of whose own rows or
@@ -44,6 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.stats import norm
 
 from ._validation import check_int, check_matrix, check_positive
 
@@ -51,6 +54,7 @@ __all__ = ["RULES", "Biclusters", "TopicParameters", "extract_biclusters", "topi
 
 RULES = ("significance", "paper-code", "dt2b")
 DEFAULT_Z_MIN = 3.0
+FAMILY_ERROR = 0.01
 DEFAULT_MIN_SIZE = 2
 
 
@@ -214,6 +218,11 @@ def _refine(X, rows, columns, rho0, z_min):
     return rows | (favour_rows & (z_rows >= z_min)), columns | (favour_columns & (z_columns >= z_min))
 
 
+def default_z_min(n_blocks):
+    """3, or the one-sided ``FAMILY_ERROR`` family-wise (Bonferroni) level over ``n_blocks`` tests if higher."""
+    return max(DEFAULT_Z_MIN, float(norm.isf(FAMILY_ERROR / max(n_blocks, 1))))
+
+
 def _significance_rule(X, row_labels, column_labels, z_min, min_size):
     n_rows, n_cols = X.shape
     row_sets = _indicator(row_labels, int(np.max(row_labels)) + 1)
@@ -222,6 +231,8 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size):
     observed = _block_sums(X, row_sets, column_sets)
     sizes = np.outer(n_r, n_c).astype(np.float64)
     eligible = (n_r[:, None] >= min_size) & (n_c[None, :] >= min_size)
+    if z_min is None:
+        z_min = default_z_min(int(eligible.sum()))
     heavy, rho0, z = _heavy_blocks(observed, sizes, z_min, eligible, X.sum() / (n_rows * n_cols))
     rows, columns, pairs, strength = [], [], [], []
     for k, l in sorted(np.argwhere(heavy).tolist(), key=lambda kl: -z[kl[0], kl[1]]):
@@ -323,7 +334,7 @@ def extract_biclusters(
     row_labels, column_labels : int arrays (n_rows,), (n_cols,), rule "significance" only (required there)
         The row and column partitions (-1: set aside).
     z_min : float, rule "significance" only
-        Minimum Poisson z-score of a heavy block. Default 3.
+        Minimum Poisson z-score of a heavy block. Default: 3, or the 1% family-wise level if higher.
     min_size : int, rule "significance" only
         Minimum rows and columns of a heavy block. Default 2.
     a_r, a_c : float > 0, rule "paper-code" only (required there)
@@ -360,7 +371,7 @@ def extract_biclusters(
     if rule == "significance":
         row_labels = _check_labels(row_labels, X.shape[0], "row_labels")
         column_labels = _check_labels(column_labels, X.shape[1], "column_labels")
-        z_min = DEFAULT_Z_MIN if z_min is None else _check_real(z_min, "z_min")
+        z_min = None if z_min is None else _check_real(z_min, "z_min")
         min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
         return _significance_rule(X, row_labels, column_labels, z_min, min_size)
     if rule == "paper-code":

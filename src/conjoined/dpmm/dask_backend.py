@@ -124,7 +124,6 @@ class DaskBackend(Shard):
         self.groups = None  # stream indices of each actor
         self.actors, self.actor_futures, self.placement, self.pending = [], [], [], []
         self.lost_workers = set()
-        self.n_recoveries = 0
 
     # Driver-side views of the copy.
     def labels_at(self, index):
@@ -193,14 +192,13 @@ class DaskBackend(Shard):
                 address = min(sorted(workers), key=load.get)
                 warnings.warn(
                     f"Dask worker lost: re-creating streams {self.groups[g]} on {address} from the driver's copy",
-                    RuntimeWarning, stacklevel=4,
+                    RuntimeWarning,
                 )
                 try:
                     self._start_group(g, address, workers[address])
                     break
                 except WORKER_LOST:
                     self.lost_workers.add(address)
-            self.n_recoveries += 1
 
     def _call(self, g, kernel_params):
         """Start actor ``g``'s pass; returns its ActorFuture, or None when the actor is known to be lost."""

@@ -247,7 +247,7 @@ class DPMM(ClusterMixin, BaseEstimator):
             "n_merges": np.empty(n_iter, np.int64),
             "time": np.empty(n_iter),
         }
-        bar = progress_bar(n_iter, "DPMM", self.verbose)
+        bar = progress_bar(n_iter, f"DPMM on {backend.n_points} points", self.verbose)
         try:
             with numba_threads(n_threads):
                 resumed = None if checkpointer is None else checkpointer.resume(backend, prior, rng, traces)
