@@ -16,4 +16,4 @@ from .dt2b import DT2B
 from .plaid import Plaid
 from .spectral import Spectral
 
-__all__ = ["Bimax", "ChengChurch", "DT2B", "Plaid", "Spectral"]
+__all__ = ["DT2B", "Bimax", "ChengChurch", "Plaid", "Spectral"]
