@@ -12,7 +12,7 @@ import scipy.sparse as sp
 import conjoined
 
 distributed = pytest.importorskip("distributed")
-from conjoined.dpmm.dask_backend import DaskBackend  # noqa: E402
+from conjoined.dpmm.dask_backend import DaskBackend
 
 
 def count_mixture(seed=0, n=240, K=4, d=60, total=60):
@@ -28,7 +28,7 @@ def gaussian_mixture(seed=0, n=300, K=5, d=3):
 
 
 DATA = {"counts": count_mixture, "gaussian": gaussian_mixture}
-PARAMS = dict(n_iter=24, random_state=7, n_shards=6, warmup=12)
+PARAMS = {"n_iter": 24, "random_state": 7, "n_shards": 6, "warmup": 12}
 
 
 def local_cluster(n_workers):
@@ -39,9 +39,9 @@ def local_cluster(n_workers):
 @pytest.fixture(scope="module")
 def clients():
     """{n_workers: Client} for LocalClusters of 1 and 2 worker processes."""
-    with local_cluster(1) as one, local_cluster(2) as two:
-        with distributed.Client(one) as client_one, distributed.Client(two) as client_two:
-            yield {1: client_one, 2: client_two}
+    with local_cluster(1) as one, local_cluster(2) as two, distributed.Client(one) as client_one, \
+            distributed.Client(two) as client_two:
+        yield {1: client_one, 2: client_two}
 
 
 def assert_same_fit(a, b):

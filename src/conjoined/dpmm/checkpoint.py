@@ -127,7 +127,7 @@ class Checkpointer:
             file = np.load(self.path, allow_pickle=False)
         except (ValueError, OSError) as error:
             raise ValueError(f"{self.path} is not a DPMM checkpoint ({error})") from error
-        if not isinstance(file, np.lib.npyio.NpzFile):
+        if getattr(file, "files", None) is None:
             raise ValueError(f"{self.path} is not a DPMM checkpoint (a single array)")
         with file:
             if "format_version" not in file or int(file["format_version"]) != FORMAT_VERSION:
@@ -137,8 +137,7 @@ class Checkpointer:
                                  "another checkpoint path")
             self._check_settings(json.loads(str(file["settings"])))
             iteration = int(file["iteration"])
-            stats = SufficientStats(file["stats_n"], file["stats_s1"],
-                                    file["stats_s2"] if "stats_s2" in file else None)
+            stats = SufficientStats(file["stats_n"], file["stats_s1"], file.get("stats_s2"))
             random_states = json.loads(str(file["random_states"]))
             traces = {key[len("trace_"):]: file[key] for key in file.files if key.startswith("trace_")}
             return Checkpoint(iteration, DPMMState(stats, file["age"], file["random_sub"]),

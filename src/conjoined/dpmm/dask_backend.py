@@ -1,8 +1,7 @@
 """The sampler's data pass on a Dask distributed cluster: workers hold the points, the driver the rest.
 
 The points are cut into the same streams as on the local backend (``backends.shard_bounds``). Each worker holds an
-actor (``ShardGroup``) with a few consecutive streams, one ``Shard`` per stream; the data are sent once, when the
-actor is created. An iteration is one round of concurrent actor calls: the driver sends the cluster parameters
+actor (``ShardGroup``) with a few consecutive streams; the data are sent once, when the actor is created. An iteration is one round of concurrent actor calls: the driver sends the cluster parameters
 (and the relabelling messages of the previous iteration), each actor runs the fused pass over its streams and
 returns their statistics, labels, sub-labels and random-stream states.
 
@@ -14,8 +13,8 @@ copy and their pass is run again with the same parameters and the same random st
 an undisturbed one would. Checkpoints read and restore the same copy (``checkpoint.py``).
 
 Statistics are summed over streams in stream order, as the local backend does, so float (Gaussian) statistics are
-bit-identical; count statistics are integer-valued floats, exact in any order, so an actor sums its own streams'
-counts before sending them (a (K, 2, d) array per actor rather than per stream).
+bit-identical; count statistics are integer-valued floats, exact in any order, so an actor holds all its streams
+of count data in one shard and sends one (K, 2, d) array rather than one per stream.
 """
 
 from __future__ import annotations
@@ -48,43 +47,42 @@ WORKER_WAIT = 60
 
 
 class ShardGroup:
-    """Dask actor: consecutive streams of points, one ``Shard`` each, restored from the driver's copy.
+    """Dask actor: consecutive streams of points, restored from the driver's copy.
 
-    ``parts`` is a list of ``(data, seed, offset, labels, sublabels, log_single, rng_state)``, one per stream;
-    ``n_threads`` the numba threads of a pass (the worker's threads).
+    ``parts`` is a list of ``(data, seeds, offset, edges, labels, sublabels, log_single, rng_states)``, each one
+    ``Shard`` of the streams ``seeds`` whose points start at ``offset + edges[:-1]`` (the global stream edges,
+    which a shard of several streams would not recompute exactly from its own size). Count data take one shard for
+    all the group's streams (its statistics are exact integers in any order); float statistics one shard per
+    stream, so that the driver can add them in stream order. ``n_threads`` are the numba threads of a pass.
     """
 
     def __init__(self, parts, n_threads):
         self.n_threads = max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))
         self.shards = []
-        for data, seed, offset, labels, sublabels, log_single, rng_state in parts:
-            shard = Shard(data, [seed], offset, self.n_threads)
+        for data, seeds, offset, edges, labels, sublabels, log_single, rng_states in parts:
+            shard = Shard(data, seeds, offset, self.n_threads)
+            shard.streams, shard.stream_sizes = edges, np.diff(edges)
             shard.labels, shard.sublabels, shard.log_single = labels, sublabels, log_single
-            shard.rngs[0].bit_generator.state = rng_state
+            for rng, state in zip(shard.rngs, rng_states):
+                rng.bit_generator.state = state
             self.shards.append(shard)
-        self.sparse = self.shards[0].sparse
 
     def assign(self, messages, *kernel_params):
-        """Apply the driver's messages ``[(method name, args), ...]`` in order, then one pass per stream.
+        """Apply the driver's messages ``[(method name, args), ...]`` in order, then one pass per shard.
 
-        Returns ``(stats, labels, sublabels, rng_states)``: a list of SufficientStats (one per stream for float
-        statistics, their sum for counts), the concatenated labels and sub-labels, one random state per stream.
+        Returns ``(stats, labels, sublabels, rng_states)``: SufficientStats per shard, the concatenated labels and
+        sub-labels, and the random state of every stream.
         """
         for name, args in messages:
             for shard in self.shards:
                 getattr(shard, name)(*args)
         with numba_threads(self.n_threads):
             stats = [shard.assign(*kernel_params)[0] for shard in self.shards]
-        if self.sparse:
-            total = stats[0]
-            for part in stats[1:]:
-                total = total + part
-            stats = [total]
         return (
             stats,
             np.concatenate([shard.labels for shard in self.shards]),
             np.concatenate([shard.sublabels for shard in self.shards]),
-            [shard.rngs[0].bit_generator.state for shard in self.shards],
+            [rng.bit_generator.state for shard in self.shards for rng in shard.rngs],
         )
 
 
@@ -162,12 +160,14 @@ class DaskBackend(Shard):
 
     def _start_group(self, g, address, n_threads):
         """Create actor ``g`` on worker ``address`` from the driver's copy of its streams."""
+        streams = self.groups[g]
         parts = []
-        for s in self.groups[g]:
-            a, b = self.streams[s], self.streams[s + 1]
-            data = self.data[a:b] if self.sparse else self.values[a:b]
-            parts.append((data, self.seeds[s], int(a), self.labels[a:b].copy(), self.sublabels[a:b].copy(),
-                          self.log_single[a:b], self.rngs[s].bit_generator.state))
+        for shard_streams in ([streams] if self.sparse else [[s] for s in streams]):
+            edges = self.streams[shard_streams[0]: shard_streams[-1] + 2]
+            a, b = edges[0], edges[-1]
+            parts.append((self.data[a:b] if self.sparse else self.values[a:b], [self.seeds[s] for s in shard_streams],
+                          int(a), edges - a, self.labels[a:b].copy(), self.sublabels[a:b].copy(),
+                          self.log_single[a:b], [self.rngs[s].bit_generator.state for s in shard_streams]))
         [payload] = self.client.scatter([parts], workers=[address], hash=False)
         future = self.client.submit(ShardGroup, payload, n_threads, actor=True, workers=[address],
                                     allow_other_workers=False, pure=False)
