@@ -216,19 +216,6 @@ assign_gaussian_serial = njit(cache=True, nogil=True)(_assign_gaussian)
 
 
 @njit(cache=True, nogil=True)
-def count_stats_of_labels(indptr, indices, data, labels, sublabels, n_sub, d):
-    """Counts (n_sub,) and summed count vectors (n_sub, d) of CSR points for given labels 2*label + sublabel."""
-    counts = np.zeros(n_sub)
-    sums = np.zeros((n_sub, d))
-    for i in range(indptr.shape[0] - 1):
-        c = 2 * labels[i] + sublabels[i]
-        counts[c] += 1.0
-        for p in range(indptr[i], indptr[i + 1]):
-            sums[c, indices[p]] += data[p]
-    return counts, sums
-
-
-@njit(cache=True, nogil=True)
 def csr_take_rows(indptr, indices, data, rows):
     """CSR arrays (indptr, indices, data) of the given rows of a CSR matrix."""
     out_indptr = np.zeros(rows.shape[0] + 1, np.int64)
