@@ -228,6 +228,7 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
         return len(n_list) - 1
 
     new_labels = np.empty(new_index.shape[0], np.int64)
+    n_new_clusters = 0
     if new_index.shape[0]:
         table_ids = np.array([append_cluster() for _ in range(table_stats.n.shape[0])])
         for t, cluster in enumerate(table_ids):
@@ -235,6 +236,7 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
             set_cluster(cluster, part, SufficientStats(np.float64(0.0), np.zeros_like(part.s1),
                                                        None if part.s2 is None else np.zeros_like(part.s2)), True)
         new_labels = table_ids[tables]
+        n_new_clusters = table_ids.shape[0]
 
     splits = []
     for k in np.flatnonzero(split_ok):
@@ -280,4 +282,4 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
     )
     new_state = DPMMState(new_stats, np.array([ages[k] for k in kept], np.int64) + 1,
                           np.array([resets[k] for k in kept], bool))
-    return new_state, StepInfo(len(splits) + new_index.shape[0], n_merges)
+    return new_state, StepInfo(len(splits) + n_new_clusters, n_merges)
