@@ -11,7 +11,10 @@ Besides the K clusters, every point may take label K, "new": the rest of the Dir
 (``log_new`` = log pi_rest) times the point's prior predictive ``log_single`` (cluster parameters integrated out).
 Such points get no statistics here; the caller turns each into a cluster of its own (``sampler.py``).
 
-Sub-labels of a cluster flagged in ``random_sub`` are drawn 50/50 regardless of the data (a reset).
+Sub-labels of a cluster flagged in ``random_sub`` (a reset) are not drawn from sub-cluster parameters: the
+point's side of a hyperplane decides, whose normal and offset travel in the sub-cluster parameter slot 2k (the
+log-rate column and the offset for counts, the mean and the log-determinant for Gaussians; see
+``sampler.sample_kernel_params``). Sub-labels are auxiliary: this only shapes the split proposals of warm-up.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
     log_w : (K,) log mixture weights.
     sub_log_rate_t : (d, 2K) log rates of the sub-clusters, columns 2k and 2k+1 for cluster k.
     sub_offset, sub_log_w : (2K,) likewise.
-    random_sub : (K,) bool, clusters whose sub-labels are drawn at random.
+    random_sub : (K,) bool, clusters whose sub-labels are set by a hyperplane (module docstring).
     log_new : float, log weight of a new cluster; log_single : (n,) log prior predictive of each point.
     u : (n, 2) uniforms for the label and the sub-label.
     bounds : (n_blocks + 1,) int64, the blocks of points whose statistics are accumulated separately.
@@ -110,7 +113,10 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
                 sublabels[i] = 0
                 continue
             if random_sub[k]:
-                s = 0 if u[i, 1] < 0.5 else 1
+                projection = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    projection += data[p] * sub_log_rate_t[indices[p], 2 * k]
+                s = 1 if projection > sub_offset[2 * k] else 0
             else:
                 for h in range(2):
                     sub[h] = sub_offset[2 * k + h] + sub_log_w[2 * k + h]
@@ -194,7 +200,10 @@ def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, su
                 sublabels[i] = 0
                 continue
             if random_sub[k]:
-                s = 0 if u[i, 1] < 0.5 else 1
+                projection = 0.0
+                for a in range(d):
+                    projection += x[a] * sub_mu[2 * k, a]
+                s = 1 if projection > sub_log_det[2 * k] else 0
             else:
                 for h in range(2):
                     c = 2 * k + h

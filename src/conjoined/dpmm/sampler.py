@@ -131,11 +131,27 @@ def sample_kernel_params(state, prior, alpha, rng, with_subclusters=True):
         sub_params = prior.sample(prior.posterior(stats), rng)
         sub_params = tuple(p.reshape((2 * K,) + p.shape[2:]) for p in sub_params)
         random_sub = state.random_sub.copy()
+        _hyperplane_resets(sub_params, random_sub, cluster_stats, rng)
     else:
         sub_log_w = np.zeros(2 * K)
         sub_params = tuple(np.zeros((2 * K,) + p.shape[1:]) for p in params)
         random_sub = np.ones(K, bool)
     return params, log_w[:K], sub_params, sub_log_w, random_sub, float(log_w[K])
+
+
+def _hyperplane_resets(sub_params, random_sub, cluster_stats, rng):
+    """For each reset cluster, a random hyperplane through its mean, written into sub-cluster slot 2k.
+
+    Random halves of a cluster have near-identical means, so sub-clusters started from them take many passes to
+    find structure (in 32 dimensions, often more than a warm-up); a random hyperplane starts them apart. The
+    kernels read the normal from the first parameter array (log rates or means) and the offset from the last
+    (offsets or log-determinants) of slot 2k.
+    """
+    for k in np.flatnonzero(random_sub):
+        n = max(float(cluster_stats.n[k]), 1.0)
+        normal = rng.standard_normal(sub_params[0].shape[1])
+        sub_params[0][2 * k] = normal
+        sub_params[-1][2 * k] = normal @ (cluster_stats.s1[k] / n)
 
 
 _SPARE_TABLES = 16
