@@ -162,6 +162,25 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
         conjoined.DPMM(checkpoint=tmp_path / "other.npz", **PARAMS).fit(X)
 
 
+def test_cdp_resumes_from_its_checkpoint_directory(tmp_path, monkeypatch):
+    from conjoined.datasets import make_cdp_case
+
+    X, _, _ = make_cdp_case(3, random_state=0)
+    params = {"n_iter": 20, "n_reassign": 5, "random_state": 0}
+    expected = conjoined.CDP(**params).fit(X)
+    directory = tmp_path / "cdp"
+    with monkeypatch.context() as patch:
+        interrupt_during_iteration(patch, 2 * 20 + 13)  # iteration 13 of the third DPMM run (first round)
+        with pytest.raises(Interrupted):
+            conjoined.CDP(checkpoint=directory, **params).fit(X)
+    assert sorted(os.listdir(directory)) == ["dpmm-1-row.npz", "dpmm-2-column.npz", "dpmm-3-row.npz"]
+    resumed = conjoined.CDP(checkpoint=directory, **params).fit(X)
+    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+        np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
+    assert_same_fit(expected.row_dpmm_, resumed.row_dpmm_)
+    assert_same_fit(expected.column_dpmm_, resumed.column_dpmm_)
+
+
 def test_bad_checkpoint_every():
     with pytest.raises(ValueError, match="checkpoint_every"):
         conjoined.DPMM(checkpoint_every=0).fit(count_mixture())

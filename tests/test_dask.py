@@ -123,6 +123,18 @@ def test_checkpoint_of_a_dask_fit_resumes_on_the_local_backend(clients, tmp_path
     assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), conjoined.DPMM(checkpoint=path, **PARAMS).fit(X))
 
 
+def test_cdp_runs_its_dpmms_on_dask(clients):
+    from conjoined.datasets import make_cdp_case
+
+    X, _, _ = make_cdp_case(3, random_state=0)
+    params = {"n_iter": 20, "n_reassign": 5, "random_state": 0, "n_shards": 4}
+    local = conjoined.CDP(**params).fit(X)
+    dask = conjoined.CDP(backend="dask", client=clients[2], **params).fit(X)
+    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+        np.testing.assert_array_equal(getattr(local, name), getattr(dask, name), err_msg=name)
+    assert_same_fit(local.row_dpmm_, dask.row_dpmm_)
+
+
 def test_bad_backend_parameters():
     X = count_mixture()
     with pytest.raises(ValueError, match="backend must be one of"):

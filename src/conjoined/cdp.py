@@ -17,6 +17,7 @@ same reassignment and extraction unless set otherwise), for comparison.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -138,6 +139,13 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         Threads of the DPMM passes (None: every core).
     verbose : bool
         Progress bars.
+    n_shards, backend, client, address : passed to every DPMM (see ``DPMM``)
+        ``backend="dask"`` runs the DPMM passes on Dask workers; give ``client`` (or ``address``) to share one
+        cluster between the DPMM runs, otherwise each run starts and stops its own local cluster.
+    checkpoint : str, path or None, default=None
+        Directory where every DPMM run keeps its checkpoint (``dpmm-<run>-<side>.npz``, see ``DPMM``): a fit
+        started again with the same data and parameters resumes where it stopped. Resuming needs an int
+        ``random_state`` (with None, every run draws a new seed).
 
     Attributes
     ----------
@@ -157,7 +165,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",
                  row_beta=1.0, column_beta=1.0, n_iter=150, n_rounds=2, n_reassign=20, a_r=0.1, a_c=0.1,
                  lam=0.1, reassign_method="gibbs", extraction="significance", z_min=None, min_size=None,
-                 mode="conjoined", random_state=None, n_jobs=None, verbose=False):
+                 mode="conjoined", random_state=None, n_jobs=None, verbose=False, n_shards=16, backend="local",
+                 client=None, address=None, checkpoint=None):
         self.row_alpha = row_alpha
         self.column_alpha = column_alpha
         self.row_likelihood = row_likelihood
@@ -178,6 +187,11 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.n_shards = n_shards
+        self.backend = backend
+        self.client = client
+        self.address = address
+        self.checkpoint = checkpoint
 
     def _check_params(self):
         for name in ("row_alpha", "column_alpha", "row_beta", "column_beta", "a_r", "a_c", "lam"):
@@ -198,8 +212,13 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         return Multinomial(beta=beta) if likelihood == "multinomial" else PoissonGamma(shape=beta)
 
     def _dpmm(self, side, seed):
+        checkpoint = None
+        if self.checkpoint is not None:
+            os.makedirs(self.checkpoint, exist_ok=True)
+            checkpoint = os.path.join(self.checkpoint, f"dpmm-{seed.spawn_key[-1]}-{side}.npz")
         return DPMM(alpha=getattr(self, f"{side}_alpha"), prior=self._prior(side), n_iter=self.n_iter,
-                    random_state=seed, n_jobs=self.n_jobs, verbose=self.verbose)
+                    random_state=seed, n_jobs=self.n_jobs, verbose=self.verbose, n_shards=self.n_shards,
+                    backend=self.backend, client=self.client, address=self.address, checkpoint=checkpoint)
 
     def fit(self, X, y=None):
         """Bicluster X (n_rows, n_cols) of non-negative integer counts, dense or scipy.sparse; returns self."""
