@@ -8,8 +8,8 @@ Sections (all by default; each can be skipped):
 ``fit``      The full CDP fit with the paper's single-cell settings: genes alpha=10 beta=0.1, cells alpha=10 beta=1,
              ``--iterations`` (500) per DPMM, then the token reassignment and the extraction. ``--pipeline paper``
              (default) is ``CDP(mode="paper")``: the published pipeline, independent *multinomial* DPMMs on the raw
-             matrix; ``--pipeline defaults`` is our default CDP (Poisson likelihoods, 2 conjoined rounds) with the
-             same alphas and betas. Prints every phase's time, the sampler's time spent seating points drawn
+             matrix; ``--pipeline defaults`` is our default CDP (``CDP(n_iter=--iterations)``: Poisson
+             likelihoods, alpha=1, beta=1, 2 conjoined rounds). Prints every phase's time, the sampler's time spent seating points drawn
              "new" in each pass (``sampler.seat_new_points``), and the peak resident memory (``ru_maxrss``).
              ``--time-limit`` stops the process after that many seconds and prints what was measured so far.
 ``new``      Why the genes DPMM is slow: its first iterations on the first 750..6000 genes, split into the
@@ -149,15 +149,16 @@ class Recorder:
 def run_fit(X, args):
     recorder = Recorder()
     recorder.install()
-    settings = {"row_alpha": 10.0, "row_beta": 0.1, "column_alpha": 10.0, "column_beta": 1.0,
-                "n_iter": args.iterations, "random_state": 0}
     if args.pipeline == "paper":
+        settings = {"row_alpha": 10.0, "row_beta": 0.1, "column_alpha": 10.0, "column_beta": 1.0,
+                    "n_iter": args.iterations, "random_state": 0}
         model = cdp.CDP(mode="paper", **settings)
         print(f"fit: CDP(mode='paper') = independent multinomial DPMMs on the raw matrix, {settings}")
     else:
-        model = cdp.CDP(**settings)
-        print(f"fit: CDP defaults (likelihoods {model.row_likelihood}/{model.column_likelihood}, "
-              f"{model.n_rounds} conjoined rounds), {settings}")
+        model = cdp.CDP(n_iter=args.iterations, random_state=0)
+        print(f"fit: CDP defaults (alphas {model.row_alpha}/{model.column_alpha}, likelihoods "
+              f"{model.row_likelihood}/{model.column_likelihood}, betas {model.row_beta}/{model.column_beta}, "
+              f"{model.n_rounds} conjoined rounds), {args.iterations} iterations per DPMM")
     if args.time_limit:
         def stop():
             recorder.report(f"TIME LIMIT of {args.time_limit:.0f} s reached")
