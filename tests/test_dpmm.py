@@ -8,6 +8,7 @@ from sklearn.metrics import normalized_mutual_info_score
 import conjoined
 from conjoined.dpmm import backends
 from conjoined.dpmm.priors import SufficientStats, sample_log_dirichlet
+from conjoined.dpmm import sampler
 from conjoined.dpmm.sampler import merge_log_ratio, split_log_ratio
 from scipy.special import gammaln
 
@@ -144,6 +145,37 @@ def test_split_and_merge_ratios_are_reverse_moves(prior):
     expected_split = (np.log(alpha) + gammaln(5) + gammaln(7) - gammaln(12) + prior.log_marginal(left)
                       + prior.log_marginal(right) - prior.log_marginal(whole))
     assert split_log_ratio(prior, alpha, both) == pytest.approx(expected_split)
+
+
+@pytest.mark.parametrize("gaussian", [False, True])
+def test_anchored_pass_keeps_anchors_and_only_joins_lower_ranked_anchors(gaussian):
+    X, _ = gaussian_mixture(0, n=300) if gaussian else multinomial_mixture(0, n=300)
+    data = X if gaussian else sp.csr_matrix(X)
+    prior = (conjoined.NormalInverseWishart() if gaussian else conjoined.Multinomial(0.5)).fitted(X.astype(float))
+    rng = np.random.default_rng(0)
+    backend = backends.LocalBackend(data, np.random.SeedSequence(0).spawn(4))
+    state = sampler.init(backend, 12, prior)
+    for _ in range(5):
+        before = backend.all_labels().copy()
+        K = state.stats.n.shape[0]
+        seed, anchor_priority, anchor_index = sampler.anchors(before, K, rng)
+        priority = backends.point_priorities(seed, np.arange(len(before)))
+        assert np.array_equal(before[anchor_index], np.arange(K))
+        assert all(priority[anchor_index[k]] == priority[before == k].min() for k in range(K))
+        params = sampler.sample_kernel_params(state, prior, 1.0, rng, with_subclusters=False)
+        stats = backend.assign(*params, (seed, anchor_priority, anchor_index))
+        after = backend.all_labels()
+        assert np.array_equal(after[anchor_index], before[anchor_index])
+        assert np.all(anchor_priority[after] <= priority)
+        assert (stats.n.sum(axis=1) > 0).all() and np.bincount(after, minlength=K).min() > 0
+        assert (after != before).any()
+        state = state._replace(stats=stats)
+
+
+def test_point_priorities_are_a_fixed_hash_of_seed_and_index():
+    a = backends.point_priorities(7, np.arange(1000))
+    assert np.array_equal(a[500:], backends.point_priorities(7, np.arange(500, 1000)))
+    assert len(np.unique(a)) == 1000 and not np.array_equal(a, backends.point_priorities(8, np.arange(1000)))
 
 
 def test_log_dirichlet_is_finite_for_tiny_concentrations():

@@ -37,6 +37,19 @@ class SparseRows(NamedTuple):
         return self.indptr.shape[0] - 1, self.n_features
 
 
+def point_priorities(seed, index):
+    """(len(index),) uint64 pseudo-random ranks of the points ``index`` for the pass keyed by ``seed``.
+
+    A SplitMix64 hash of seed and global index: every shard computes the ranks of its own points without a
+    message, and the driver those of all points.
+    """
+    with np.errstate(over="ignore"):
+        z = (np.asarray(index, np.uint64) + np.uint64(seed)) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
 def shard_bounds(n, n_shards):
     """(n_shards + 1,) edges of ``min(n_shards, n)`` contiguous, near-equal streams of n points."""
     n_shards = max(1, min(int(n_shards), n))
@@ -77,11 +90,7 @@ class Shard:
         return np.concatenate([rng.random((size, 2)) for rng, size in zip(self.rngs, self.stream_sizes)])
 
     def initialize(self, n_clusters, prior):
-        """Uniformly random labels in 0..n_clusters-1 and random sub-labels; returns their statistics.
-
-        Also computes each point's prior predictive (its weight as a new cluster) under ``prior``.
-        """
-        self.log_single = prior.log_marginal_points(self.data)
+        """Uniformly random labels in 0..n_clusters-1 and random sub-labels; returns their statistics."""
         u = self._uniforms()
         self.labels = np.minimum((u[:, 0] * n_clusters).astype(np.int32), n_clusters - 1)
         self.sublabels = (u[:, 1] < 0.5).astype(np.int8)
@@ -99,22 +108,28 @@ class Shard:
             outer[c] = points.T @ points
         return _as_stats(counts, sums, outer, n_clusters)
 
-    def assign(self, params, log_w, sub_params, sub_log_w, random_sub, log_new):
-        """One pass: draw labels and sub-labels given the parameters.
+    def assign(self, params, log_w, sub_params, sub_log_w, random_sub, anchors=None):
+        """One pass: draw labels and sub-labels given the parameters; returns statistics with batch (K, 2).
 
-        Returns statistics with batch (K, 2), and the global indices, data rows and prior predictives of the points
-        drawn into a new cluster (label K until the driver names their clusters). ``reject`` undoes the pass.
+        ``anchors`` is None (every label allowed) or ``(seed, anchor_priority, anchor_index)``: the points' ranks
+        are ``point_priorities(seed, global index)`` and each cluster keeps its anchor (``kernels.py``).
         """
         K = log_w.shape[0]
         u = self._uniforms()
+        if anchors is None:
+            priority, anchor_priority, anchor_index = np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64)
+        else:
+            seed, anchor_priority, anchor_index = anchors
+            priority = point_priorities(seed, np.arange(self.offset, self.offset + self.n))
+        restriction = (self.labels, priority, anchor_priority, anchor_index, self.offset)
         if self.sparse:
             log_rate, offset = params
             sub_log_rate, sub_offset = sub_params
             kernel = kernels.assign_counts if self.parallel else kernels.assign_counts_serial
             labels, sublabels, counts, sums = kernel(
                 self.indptr, self.indices, self.values, np.ascontiguousarray(log_rate.T), offset, log_w,
-                np.ascontiguousarray(sub_log_rate.T), sub_offset, sub_log_w, random_sub, log_new, self.log_single,
-                u, self.thread_blocks,
+                np.ascontiguousarray(sub_log_rate.T), sub_offset, sub_log_w, random_sub, *restriction, u,
+                self.thread_blocks,
             )
             stats = _as_stats(counts.sum(axis=0), sums.sum(axis=0), None, K)
         else:
@@ -124,8 +139,7 @@ class Shard:
                 for a, b in zip(self.streams[:-1], self.streams[1:])
             ]))
             labels, sublabels, counts, sums, outer = kernel(
-                self.values, *params, log_w, *sub_params, sub_log_w, random_sub, log_new, self.log_single, u,
-                bounds,
+                self.values, *params, log_w, *sub_params, sub_log_w, random_sub, *restriction, u, bounds,
             )
             stats = None
             block_stream = np.searchsorted(self.streams, bounds[:-1], side="right") - 1
@@ -133,14 +147,8 @@ class Shard:
                 mine = block_stream == s
                 part = _as_stats(counts[mine].sum(axis=0), sums[mine].sum(axis=0), outer[mine].sum(axis=0), K)
                 stats = part if stats is None else stats + part
-        self.previous = self.labels, self.sublabels
         self.labels, self.sublabels = labels, sublabels
-        new = np.flatnonzero(labels == K)
-        return stats, new + self.offset, self._rows(new), self.log_single[new]
-
-    def reject(self):
-        """Restore the labels and sub-labels from before the last ``assign``."""
-        self.labels, self.sublabels = self.previous
+        return stats
 
     def update(self, splits, mapping, moved=None):
         """Apply splits ``[(k, new_k), ...]`` (points of k in sub-cluster 1 move to new_k) and ``moved``

@@ -154,7 +154,7 @@ class Checkpointer:
             raise ValueError(f"checkpoint {self.path} was written with other parameters ({'; '.join(differ)}); "
                              "remove it or choose another checkpoint path")
 
-    def resume(self, backend, prior, rng, traces):
+    def resume(self, backend, rng, traces):
         """Restore a saved fit into ``backend``, ``rng`` and ``traces`` (filled up to the saved iteration).
 
         Returns ``(iteration, state)``, or None when there is no checkpoint yet.
@@ -164,7 +164,6 @@ class Checkpointer:
             return None
         if saved.labels.shape[0] != backend.n_points or len(saved.stream_states) != len(backend.rngs):
             raise ValueError(f"checkpoint {self.path} does not match the data's points or streams")
-        backend.log_single = prior.log_marginal_points(backend.data)
         backend.labels = saved.labels.astype(np.int32)
         backend.sublabels = saved.sublabels.astype(np.int8)
         for stream, state in zip(backend.rngs, saved.stream_states):

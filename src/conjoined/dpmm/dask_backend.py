@@ -49,7 +49,7 @@ WORKER_WAIT = 60
 class ShardGroup:
     """Dask actor: consecutive streams of points, restored from the driver's copy.
 
-    ``parts`` is a list of ``(data, seeds, offset, edges, labels, sublabels, log_single, rng_states)``, each one
+    ``parts`` is a list of ``(data, seeds, offset, edges, labels, sublabels, rng_states)``, each one
     ``Shard`` of the streams ``seeds`` whose points start at ``offset + edges[:-1]`` (the global stream edges,
     which a shard of several streams would not recompute exactly from its own size). Count data take one shard for
     all the group's streams (its statistics are exact integers in any order); float statistics one shard per
@@ -59,10 +59,10 @@ class ShardGroup:
     def __init__(self, parts, n_threads):
         self.n_threads = max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))
         self.shards = []
-        for data, seeds, offset, edges, labels, sublabels, log_single, rng_states in parts:
+        for data, seeds, offset, edges, labels, sublabels, rng_states in parts:
             shard = Shard(data, seeds, offset, self.n_threads)
             shard.streams, shard.stream_sizes = edges, np.diff(edges)
-            shard.labels, shard.sublabels, shard.log_single = labels, sublabels, log_single
+            shard.labels, shard.sublabels = labels, sublabels
             for rng, state in zip(shard.rngs, rng_states):
                 rng.bit_generator.state = state
             self.shards.append(shard)
@@ -77,7 +77,7 @@ class ShardGroup:
             for shard in self.shards:
                 getattr(shard, name)(*args)
         with numba_threads(self.n_threads):
-            stats = [shard.assign(*kernel_params)[0] for shard in self.shards]
+            stats = [shard.assign(*kernel_params) for shard in self.shards]
         return (
             stats,
             np.concatenate([shard.labels for shard in self.shards]),
@@ -167,7 +167,7 @@ class DaskBackend(Shard):
             a, b = edges[0], edges[-1]
             parts.append((self.data[a:b] if self.sparse else self.values[a:b], [self.seeds[s] for s in shard_streams],
                           int(a), edges - a, self.labels[a:b].copy(), self.sublabels[a:b].copy(),
-                          self.log_single[a:b], [self.rngs[s].bit_generator.state for s in shard_streams]))
+                          [self.rngs[s].bit_generator.state for s in shard_streams]))
         [payload] = self.client.scatter([parts], workers=[address], hash=False)
         future = self.client.submit(ShardGroup, payload, n_threads, actor=True, workers=[address],
                                     allow_other_workers=False, pure=False)
@@ -232,10 +232,9 @@ class DaskBackend(Shard):
         raise RuntimeError(f"Dask workers kept failing: streams {[self.groups[g] for g in lost]} could not be run "
                            f"after {MAX_RECOVERIES} re-creations")
 
-    def assign(self, params, log_w, sub_params, sub_log_w, random_sub, log_new):
+    def assign(self, params, log_w, sub_params, sub_log_w, random_sub, anchors=None):
         """The pass of ``Shard.assign`` run by the actors; same return value."""
-        K = log_w.shape[0]
-        results = self._pass((params, log_w, sub_params, sub_log_w, random_sub, log_new))
+        results = self._pass((params, log_w, sub_params, sub_log_w, random_sub, anchors))
         stats = None
         for part in (part for group_stats, _, _, _ in results for part in group_stats):
             stats = part if stats is None else stats + part
@@ -244,21 +243,14 @@ class DaskBackend(Shard):
             rng.bit_generator.state = state
         for g in range(len(self.groups)):
             self.pending[g] = []
-        self.previous = self.labels, self.sublabels
         self.labels = np.concatenate([labels for _, labels, _, _ in results])
         self.sublabels = np.concatenate([sublabels for _, _, sublabels, _ in results])
-        new = np.flatnonzero(self.labels == K)
-        return stats, new, self._rows(new), self.log_single[new]
+        return stats
 
     def _queue(self, name, *args):
         if self.groups is not None:
             for messages in self.pending:
                 messages.append((name, args))
-
-    def reject(self):
-        """Restore the labels from before the last pass (here, and on the workers with the next pass)."""
-        super().reject()
-        self._queue("reject")
 
     def update(self, splits, mapping, moved=None):
         """``Shard.update`` here, and on the workers with the next pass."""

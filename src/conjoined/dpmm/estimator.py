@@ -99,9 +99,10 @@ class DPMM(ClusterMixin, BaseEstimator):
     warmup : int or None, default=None
         Iterations at the start that also use Chang & Fisher's sub-cluster split/merge proposals, which find
         clusters fast on large data but are not exact (a test against enumerated posteriors on a handful of points
-        shows the bias). None means ``n_iter // 2``. Every iteration makes one parallel pass over the points that
-        is an exact Metropolis-Hastings move (see ``sampler.py``) plus ``exact_moves`` sequentially-allocated
-        split/merge proposals (Dahl 2003), so the iterations after warm-up form an exact MCMC chain.
+        shows the bias). None means ``n_iter // 2``. After warm-up, the parallel pass over the points is an exact
+        Gibbs update (anchored: no cluster empties, see ``sampler.py``); every iteration also makes
+        ``exact_moves`` sequentially-allocated split/merge proposals (Dahl 2003), which create and remove
+        clusters, so the iterations after warm-up form an exact MCMC chain.
     exact_moves : int, default=1
         Exact split/merge proposals per iteration (all iterations).
     init_clusters : int, default=1
@@ -148,7 +149,7 @@ class DPMM(ClusterMixin, BaseEstimator):
     warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.
     log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration (DESIGN.md section 2).
-    n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration (new clusters count as splits).
+    n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration.
     time_trace_ : (n_iter,) seconds spent in each iteration.
     prior_ : the prior used, with data-based defaults filled in.
     n_features_in_ : int.
@@ -250,7 +251,7 @@ class DPMM(ClusterMixin, BaseEstimator):
         bar = progress_bar(n_iter, f"DPMM on {backend.n_points} points", self.verbose)
         try:
             with numba_threads(n_threads):
-                resumed = None if checkpointer is None else checkpointer.resume(backend, prior, rng, traces)
+                resumed = None if checkpointer is None else checkpointer.resume(backend, rng, traces)
                 if resumed is None:
                     start, state = 0, sampler.init(backend, settings.init_clusters, prior)
                 else:

@@ -7,9 +7,10 @@ loop is parallel. Randomness comes in as pre-drawn uniforms ``u`` (n, 2), which 
 the number of threads. Statistics are accumulated per block of points and the blocks summed in order, so float
 sums do not depend on the thread count either.
 
-Besides the K clusters, every point may take label K, "new": the rest of the Dirichlet process's mass
-(``log_new`` = log pi_rest) times the point's prior predictive ``log_single`` (cluster parameters integrated out).
-Such points get no statistics here; the caller turns each into a cluster of its own (``sampler.py``).
+With ``anchor_priority`` non-empty the pass is the exact one (``sampler.py``): every cluster keeps its anchor,
+its member of lowest ``priority`` (ties broken by index), and a point may only take a cluster whose anchor ranks
+below it. No cluster empties, the allowed labels of each point do not depend on the other points' labels, and the
+draw is an exact Gibbs update given the parameters. With it empty (warm-up) every label is allowed.
 
 Sub-labels of a cluster flagged in ``random_sub`` (a reset) are not drawn from sub-cluster parameters: the
 point's side of a hyperplane decides, whose normal and offset travel in the sub-cluster parameter slot 2k (the
@@ -47,6 +48,26 @@ def _draw(log_p, u):
     return 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _anchored_label(i, current, anchor_priority, anchor_index, first_index):
+    """The label of point i if it is the anchor of its cluster (it keeps it), else -1."""
+    if anchor_priority.shape[0] == 0:
+        return -1
+    k = current[i]
+    return k if anchor_index[k] == first_index + i else -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mask_unreachable(scores, i, priority, anchor_priority, anchor_index, first_index):
+    """Set to -inf the scores of clusters whose anchor ranks above point i (no-op when not anchored)."""
+    if anchor_priority.shape[0] == 0:
+        return
+    p = priority[i]
+    for k in range(scores.shape[0]):
+        if anchor_priority[k] > p or (anchor_priority[k] == p and anchor_index[k] > first_index + i):
+            scores[k] = -np.inf
+
+
 @njit(cache=True, nogil=True)
 def _count_scores(indptr, indices, data, i, log_rate_t, out):
     """out[k] = sum_f x_if * log_rate_t[f, k] over the non-zeros of point i."""
@@ -70,7 +91,7 @@ def count_log_likelihoods(indptr, indices, data, log_rate_t, offset):
 
 
 def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rate_t, sub_offset, sub_log_w,
-                   random_sub, log_new, log_single, u, bounds):
+                   random_sub, current, priority, anchor_priority, anchor_index, first_index, u, bounds):
     """One restricted-Gibbs pass over CSR count points.
 
     Parameters
@@ -82,13 +103,15 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
     sub_log_rate_t : (d, 2K) log rates of the sub-clusters, columns 2k and 2k+1 for cluster k.
     sub_offset, sub_log_w : (2K,) likewise.
     random_sub : (K,) bool, clusters whose sub-labels are set by a hyperplane (module docstring).
-    log_new : float, log weight of a new cluster; log_single : (n,) log prior predictive of each point.
+    current : (n,) int32 labels before the pass; priority : (n,) uint64 ranks of the points (global index
+        ``first_index + i``); anchor_priority, anchor_index : (K,) uint64 and int64, each cluster's anchor, or
+        empty for an unrestricted pass (module docstring).
     u : (n, 2) uniforms for the label and the sub-label.
     bounds : (n_blocks + 1,) int64, the blocks of points whose statistics are accumulated separately.
 
     Returns
     -------
-    labels : (n,) int32 (K for "new"), sublabels : (n,) int8, counts : (n_blocks, 2K) points per sub-cluster, sums :
+    labels : (n,) int32, sublabels : (n,) int8, counts : (n_blocks, 2K) points per sub-cluster, sums :
     (n_blocks, 2K, d) summed count vectors per sub-cluster.
     """
     n = indptr.shape[0] - 1
@@ -99,19 +122,16 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
     block_counts = np.zeros((n_blocks, 2 * K))
     block_sums = np.zeros((n_blocks, 2 * K, d))
     for b in prange(n_blocks):
-        cluster_scores = np.empty(K)
-        scores = np.empty(K + 1)
+        scores = np.empty(K)
         sub = np.empty(2)
         for i in range(bounds[b], bounds[b + 1]):
-            _count_scores(indptr, indices, data, i, log_rate_t, cluster_scores)
-            for k in range(K):
-                scores[k] = cluster_scores[k] + offset[k] + log_w[k]
-            scores[K] = log_new + log_single[i]
-            k = _draw(scores, u[i, 0])
-            if k == K:
-                labels[i] = K
-                sublabels[i] = 0
-                continue
+            k = _anchored_label(i, current, anchor_priority, anchor_index, first_index)
+            if k < 0:
+                _count_scores(indptr, indices, data, i, log_rate_t, scores)
+                for c in range(K):
+                    scores[c] += offset[c] + log_w[c]
+                _mask_unreachable(scores, i, priority, anchor_priority, anchor_index, first_index)
+                k = _draw(scores, u[i, 0])
             if random_sub[k]:
                 projection = 0.0
                 for p in range(indptr[i], indptr[i + 1]):
@@ -167,12 +187,12 @@ def gaussian_log_likelihoods(X, mu, chol_prec, log_det):
 
 
 def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, sub_log_det, sub_log_w, random_sub,
-                     log_new, log_single, u, bounds):
+                     current, priority, anchor_priority, anchor_index, first_index, u, bounds):
     """One restricted-Gibbs pass over dense Gaussian points X (n, d).
 
     Cluster parameters: ``mu`` (K, d), ``chol_prec`` (K, d, d) upper-triangular U with U^T U the precision,
     ``log_det`` (K,) = log|U|; sub-cluster parameters likewise with 2K entries (2k, 2k+1 for cluster k);
-    ``log_new``, ``log_single`` as in ``assign_counts``.
+    ``current``, ``priority``, ``anchor_priority``, ``anchor_index``, ``first_index`` as in ``assign_counts``.
 
     Returns labels (n,), sublabels (n,), and per block of ``bounds``: counts (n_blocks, 2K), sums
     (n_blocks, 2K, d), outer-product sums (n_blocks, 2K, d, d).
@@ -186,19 +206,17 @@ def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, su
     block_sums = np.zeros((n_blocks, 2 * K, d))
     block_outer = np.zeros((n_blocks, 2 * K, d, d))
     for b in prange(n_blocks):
-        scores = np.empty(K + 1)
+        scores = np.empty(K)
         sub = np.empty(2)
         work = np.empty(d)
         for i in range(bounds[b], bounds[b + 1]):
             x = X[i]
-            for k in range(K):
-                scores[k] = log_w[k] + _gaussian_score(x, mu[k], chol_prec[k], log_det[k], work)
-            scores[K] = log_new + log_single[i]
-            k = _draw(scores, u[i, 0])
-            if k == K:
-                labels[i] = K
-                sublabels[i] = 0
-                continue
+            k = _anchored_label(i, current, anchor_priority, anchor_index, first_index)
+            if k < 0:
+                for c in range(K):
+                    scores[c] = log_w[c] + _gaussian_score(x, mu[c], chol_prec[c], log_det[c], work)
+                _mask_unreachable(scores, i, priority, anchor_priority, anchor_index, first_index)
+                k = _draw(scores, u[i, 0])
             if random_sub[k]:
                 projection = 0.0
                 for a in range(d):
@@ -375,83 +393,3 @@ def gaussian_sequential_allocation(X, kappa, mean, nu, psi, const, anchors, orde
         outer[s] += xx
         log_m[s] = new_m[s]
     return log_q, side, counts, sums, outer
-
-
-# --- Seating the points drawn into new clusters (``sampler.seat_new_points``) ----------------------------------
-
-@njit(cache=True, nogil=True)
-def _seat_draw(log_p, n_tables, log_new, u):
-    top = log_new
-    for c in range(n_tables):
-        top = max(top, log_p[c])
-    total = math.exp(log_new - top)
-    for c in range(n_tables):
-        total += math.exp(log_p[c] - top)
-    target = u * total
-    acc = 0.0
-    for c in range(n_tables):
-        acc += math.exp(log_p[c] - top)
-        if acc >= target:
-            return c, top + math.log(total)
-    return n_tables, top + math.log(total)
-
-
-@njit(cache=True, nogil=True)
-def count_seat(indptr, indices, data, kind, hyper, alpha, log_single, u, table, counts, totals, sums, n_tables,
-               start, log_ratio):
-    """Seat points ``start..`` one after the other at a table (cluster among themselves) or a new one.
-
-    Point t joins table c with probability proportional to n_c p(x_t | table c) or opens one with alpha m(x_t).
-    ``log_ratio`` accumulates log(normaliser_t / ((alpha + t) m(x_t))), the Metropolis-Hastings log ratio of the
-    seating (``sampler.py``). Tables live in ``counts`` (C,), ``totals`` (C,), ``sums`` (C, d); returns
-    (next point, n_tables, log_ratio): next point < n when the tables are full (the caller grows them and resumes).
-    """
-    n = indptr.shape[0] - 1
-    log_p = np.empty(counts.shape[0])
-    for t in range(start, n):
-        for c in range(n_tables):
-            log_p[c] = math.log(counts[c]) + _count_log_predictive(kind, hyper, counts[c], totals[c], sums[c],
-                                                                   indptr, indices, data, t)
-        log_new = math.log(alpha) + log_single[t]
-        c, log_norm = _seat_draw(log_p, n_tables, log_new, u[t])
-        if c == n_tables:
-            if n_tables == counts.shape[0]:
-                return t, n_tables, log_ratio
-            n_tables += 1
-        log_ratio += log_norm - math.log(alpha + t) - log_single[t]
-        table[t] = c
-        counts[c] += 1.0
-        for p in range(indptr[t], indptr[t + 1]):
-            sums[c, indices[p]] += data[p]
-            totals[c] += data[p]
-    return n, n_tables, log_ratio
-
-
-@njit(cache=True, nogil=True)
-def gaussian_seat(X, kappa, mean, nu, psi, const, alpha, log_single, u, table, counts, sums, outer, log_m,
-                  n_tables, start, log_ratio):
-    """``count_seat`` for dense Gaussian points under a NIW prior; ``log_m`` (C,) caches each table's log
-    marginal likelihood."""
-    n = X.shape[0]
-    log_p = np.empty(counts.shape[0])
-    new_m = np.empty(counts.shape[0])
-    for t in range(start, n):
-        x = X[t]
-        xx = np.outer(x, x)
-        for c in range(n_tables):
-            new_m[c] = _niw_log_marginal(counts[c] + 1.0, sums[c] + x, outer[c] + xx, kappa, mean, nu, psi, const)
-            log_p[c] = math.log(counts[c]) + new_m[c] - log_m[c]
-        log_new = math.log(alpha) + log_single[t]
-        c, log_norm = _seat_draw(log_p, n_tables, log_new, u[t])
-        if c == n_tables:
-            if n_tables == counts.shape[0]:
-                return t, n_tables, log_ratio
-            n_tables += 1
-            new_m[c] = log_single[t]
-        log_ratio += log_norm - math.log(alpha + t) - log_single[t]
-        table[t] = c
-        counts[c] += 1.0
-        sums[c] += x
-        outer[c] += xx
-        log_m[c] = new_m[c]
-    return n, n_tables, log_ratio

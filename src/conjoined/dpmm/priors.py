@@ -110,14 +110,6 @@ class Multinomial(CountPrior):
         per_feature = gammaln(s1 + beta) - gammaln(beta)
         return gammaln(d * beta) - gammaln(d * beta + total) + per_feature.sum(axis=-1)
 
-    def log_marginal_points(self, X):
-        """(n,) log marginal likelihood of each row of the CSR matrix X as a cluster of its own."""
-        beta = float(self.beta)
-        d = X.shape[1]
-        per_entry = sp.csr_matrix((gammaln(beta + X.data) - gammaln(beta), X.indices, X.indptr), shape=X.shape)
-        totals = np.asarray(X.sum(axis=1)).ravel()
-        return gammaln(d * beta) - gammaln(d * beta + totals) + np.asarray(per_entry.sum(axis=1)).ravel()
-
     def posterior(self, stats):
         return stats.s1 + float(self.beta)
 
@@ -174,13 +166,6 @@ class PoissonGamma(CountPrior):
         s = stats.s1
         terms = a * np.log(b) - gammaln(a) + gammaln(a + s) - (a + s) * np.log(b + n)
         return terms.sum(axis=-1)
-
-    def log_marginal_points(self, X):
-        """(n,) log marginal likelihood of each row of the CSR matrix X as a cluster of its own."""
-        a, b = float(self.shape), float(self.rate)
-        per_entry = sp.csr_matrix((gammaln(a + X.data) - gammaln(a) - X.data * np.log(b + 1.0), X.indices,
-                                   X.indptr), shape=X.shape)
-        return X.shape[1] * a * (np.log(b) - np.log(b + 1.0)) + np.asarray(per_entry.sum(axis=1)).ravel()
 
     def posterior(self, stats):
         return stats.s1 + float(self.shape), stats.n + float(self.rate)
@@ -267,19 +252,6 @@ class NormalInverseWishart:
         psi_n = psi + scatter + shrink * diff[..., :, None] * diff[..., None, :]
         psi_n = 0.5 * (psi_n + np.swapaxes(psi_n, -1, -2))
         return kappa_n, mean_n, nu + n, psi_n
-
-    def log_marginal_points(self, X):
-        """(n,) log marginal likelihood of each row of X as a cluster of its own (matrix determinant lemma)."""
-        kappa, nu, psi = float(self.kappa), float(self.nu), self.psi
-        d = psi.shape[0]
-        chol = np.linalg.cholesky(psi)
-        logdet_psi = 2.0 * np.log(np.diagonal(chol)).sum()
-        white = np.linalg.solve(chol, (X - self.mean).T)
-        shrink = kappa / (kappa + 1.0)
-        logdet_1 = logdet_psi + np.log1p(shrink * (white**2).sum(axis=0))
-        return (-0.5 * d * np.log(np.pi) + multigammaln((nu + 1.0) / 2.0, d) - multigammaln(nu / 2.0, d)
-                + 0.5 * nu * logdet_psi - 0.5 * (nu + 1.0) * logdet_1
-                + 0.5 * d * (np.log(kappa) - np.log(kappa + 1.0)))
 
     def log_marginal(self, stats):
         kappa, nu, psi = float(self.kappa), float(self.nu), self.psi

@@ -4,22 +4,24 @@ The driver-side state is small: per cluster, the sufficient statistics of its tw
 whether its sub-labels must be redrawn at random. Labels live with the data, in the backend's shards, which
 expose ``initialize``, ``assign`` and ``update`` (see ``backends.py``). One ``step``:
 
-1. weights ``(pi_1..pi_K, pi_rest) ~ Dir(N_1..N_K, alpha)``, sub-weights ``~ Dir(N_kl + alpha/2, N_kr + alpha/2)``:
-   with the cluster parameters of step 2, an exact draw of the Dirichlet process given the labels;
+1. weights ``(pi_1..pi_K) ~ Dir(N_1..N_K)``, sub-weights ``~ Dir(N_kl + alpha/2, N_kr + alpha/2)``;
 2. cluster and sub-cluster parameters from their conjugate posteriors;
-3. one pass over the data, every point independently given the draw: a label among the K clusters or "new"
-   (weight pi_rest times its prior predictive), a sub-label within its cluster, and the statistics;
-4. the pass is a Metropolis-Hastings proposal for the labels. Points drawn "new" are then seated among
-   themselves one after the other, Chinese-restaurant style with collapsed predictives (``seat_new_points``);
-   the exact acceptance ratio is prod_t normaliser_t / ((alpha + t) m(x_t)) over those points (1 when there are
-   none or one, the usual case). Rejection keeps the previous labels;
-5. empty clusters removed; a cluster with an empty sub-cluster is reset (random sub-labels next pass);
-6. with ``subcluster_moves``, split proposals, then pairwise merge proposals (Chang & Fisher), each accepted with
+3. one pass over the data, every point independently given the draw: a label among the K clusters, a sub-label
+   within its cluster, and the statistics;
+4. empty clusters removed; a cluster with an empty sub-cluster is reset (random sub-labels next pass);
+5. with ``subcluster_moves``, split proposals, then pairwise merge proposals (Chang & Fisher), each accepted with
    its Hastings ratio;
-7. one relabelling message to the shards.
+6. one relabelling message to the shards.
 
-Steps 1-5 leave the posterior over partitions exactly invariant; the sub-cluster moves of step 6 find structure
-fast but are not exact (a test on a handful of points shows it), so the estimator uses them during warm-up only.
+Chang & Fisher's pass (3) lets clusters empty but never creates one, so with the moves of (5) it finds structure
+fast but is not an exact sampler (a test on a handful of points shows it): the estimator uses it during warm-up.
+Afterwards (``subcluster_moves=False``) the pass is anchored, and exact: a fresh random rank is drawn for every
+point (``backends.point_priorities``), each cluster's lowest-ranked member keeps its label, and every other point
+may only join clusters whose anchor ranks below it. The ranks are drawn independently of the labels, the anchors
+fix which partitions the pass can reach (no cluster empties, none is created), and on that set the posterior of
+the labels given the weights and parameters is a product over points, so the pass draws it exactly: a Gibbs
+update. Clusters are then created and removed by the exact split/merge moves of ``sams.py``.
+
 A cluster may split or merge only once it has had ``burn_out`` passes (and at least one) since it was created or
 reset: its sub-clusters need a pass to fit before a split proposal means anything.
 """
@@ -31,8 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln
 
-from . import kernels
-from .backends import SparseRows
+from .backends import point_priorities
 from .priors import SufficientStats, sample_log_dirichlet
 
 
@@ -118,13 +119,16 @@ def _drop_empty(backend, state):
 def sample_kernel_params(state, prior, alpha, rng, with_subclusters=True):
     """Steps 1-2: log weights and parameters of clusters and sub-clusters, flattened to 2K sub-cluster entries.
 
+    The weights leave out the DP's remaining mass ``pi_rest``: no pass creates a cluster, and the normalised
+    weights of the K clusters are ``Dir(N_1..N_K)``.
+
     Without sub-clusters (no sub-cluster moves to feed) their parameters are placeholders and every cluster's
     sub-labels are drawn at random, which skips their scores in the pass.
     """
     stats = state.stats
     cluster_stats = stats.sum(axis=1)
     K = cluster_stats.n.shape[0]
-    log_w = sample_log_dirichlet(rng, np.append(cluster_stats.n, alpha))
+    log_w = sample_log_dirichlet(rng, cluster_stats.n)
     params = prior.sample(prior.posterior(cluster_stats), rng)
     if with_subclusters:
         sub_log_w = sample_log_dirichlet(rng, stats.n + alpha / 2.0).reshape(2 * K)
@@ -136,7 +140,7 @@ def sample_kernel_params(state, prior, alpha, rng, with_subclusters=True):
         sub_log_w = np.zeros(2 * K)
         sub_params = tuple(np.zeros((2 * K,) + p.shape[1:]) for p in params)
         random_sub = np.ones(K, bool)
-    return params, log_w[:K], sub_params, sub_log_w, random_sub, float(log_w[K])
+    return params, log_w, sub_params, sub_log_w, random_sub
 
 
 def _hyperplane_resets(sub_params, random_sub, cluster_stats, rng):
@@ -154,38 +158,16 @@ def _hyperplane_resets(sub_params, random_sub, cluster_stats, rng):
         sub_params[-1][2 * k] = normal @ (cluster_stats.s1[k] / n)
 
 
-_SPARE_TABLES = 16
-
-
-def seat_new_points(prior, alpha, rows, log_single, rng):
-    """Seat the points drawn "new" at clusters of their own, sequentially (see ``kernels.count_seat``).
-
-    Returns (table of each point (m,) int64, SufficientStats of the tables with batch (T,), log MH ratio).
-    """
-    m, d = rows.shape
-    table = np.zeros(m, np.int64)
-    u = rng.random(m)
-    args = prior.kernel_args(d)
-    gaussian = not isinstance(rows, SparseRows)
-    cap = min(m, _SPARE_TABLES)
-    arrays = [np.zeros(cap), np.zeros((cap, d))]
-    arrays += [np.zeros((cap, d, d)), np.zeros(cap)] if gaussian else [np.zeros(cap)]
-    start, n_tables, log_ratio = 0, 0, 0.0
-    while start < m:
-        if gaussian:
-            counts, sums, outer, log_m = arrays
-            start, n_tables, log_ratio = kernels.gaussian_seat(
-                np.ascontiguousarray(rows), *args, float(alpha), log_single, u, table, counts, sums, outer, log_m,
-                n_tables, start, log_ratio)
-        else:
-            counts, sums, totals = arrays
-            start, n_tables, log_ratio = kernels.count_seat(
-                rows.indptr, rows.indices, rows.data, *args, float(alpha), log_single, u, table, counts, totals, sums,
-                n_tables, start, log_ratio)
-        if start < m:
-            arrays = [np.concatenate([a, np.zeros((cap,) + a.shape[1:])]) for a in arrays]
-    stats = SufficientStats(arrays[0][:n_tables], arrays[1][:n_tables], arrays[2][:n_tables] if gaussian else None)
-    return table, stats, float(log_ratio)
+def anchors(labels, n_clusters, rng):
+    """``(seed, anchor_priority (K,), anchor_index (K,))`` for an anchored pass over points with ``labels``."""
+    seed = int(rng.integers(2**63))
+    priority = point_priorities(seed, np.arange(labels.shape[0]))
+    order = np.lexsort((np.arange(labels.shape[0]), priority, labels))
+    first = np.flatnonzero(np.r_[True, labels[order][1:] != labels[order][:-1]])
+    anchor_index = order[first].astype(np.int64)
+    if anchor_index.shape[0] != n_clusters:
+        raise RuntimeError("an anchored pass needs every cluster occupied")
+    return seed, priority[anchor_index], anchor_index
 
 
 def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
@@ -194,12 +176,9 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
     Returns ``(new_state, StepInfo)``.
     """
     kernel_params = sample_kernel_params(state, prior, alpha, rng, with_subclusters=subcluster_moves)
-    stats, new_index, new_rows, new_log_single = backend.assign(*kernel_params)
-    if new_index.shape[0]:
-        tables, table_stats, log_ratio = seat_new_points(prior, alpha, new_rows, new_log_single, rng)
-        if np.log(rng.uniform()) >= log_ratio:
-            backend.reject()
-            stats, new_index = state.stats, new_index[:0]
+    K = state.stats.n.shape[0]
+    restriction = None if subcluster_moves else anchors(backend.all_labels(), K, rng)
+    stats = backend.assign(*kernel_params, restriction)
     K = stats.n.shape[0]
     age = state.age.copy()
     random_sub = np.zeros(K, bool)
@@ -243,17 +222,6 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
         resets.append(True)
         return len(n_list) - 1
 
-    new_labels = np.empty(new_index.shape[0], np.int64)
-    n_new_clusters = 0
-    if new_index.shape[0]:
-        table_ids = np.array([append_cluster() for _ in range(table_stats.n.shape[0])])
-        for t, cluster in enumerate(table_ids):
-            part = table_stats.take(t)
-            set_cluster(cluster, part, SufficientStats(np.float64(0.0), np.zeros_like(part.s1),
-                                                       None if part.s2 is None else np.zeros_like(part.s2)), True)
-        new_labels = table_ids[tables]
-        n_new_clusters = table_ids.shape[0]
-
     splits = []
     for k in np.flatnonzero(split_ok):
         sub = stats.take(k)
@@ -288,7 +256,7 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
     compact = np.full(len(n_list), -1, np.int64)
     compact[keep] = np.arange(keep.sum())
     mapping = compact[mapping]
-    backend.update(splits, mapping, moved=(new_index, new_labels) if new_index.shape[0] else None)
+    backend.update(splits, mapping)
 
     kept = np.flatnonzero(keep)
     new_stats = SufficientStats(
@@ -298,4 +266,4 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
     )
     new_state = DPMMState(new_stats, np.array([ages[k] for k in kept], np.int64) + 1,
                           np.array([resets[k] for k in kept], bool))
-    return new_state, StepInfo(len(splits) + n_new_clusters, n_merges)
+    return new_state, StepInfo(len(splits), n_merges)
