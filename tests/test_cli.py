@@ -7,6 +7,7 @@ import inspect
 import json
 import re
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
+from conjoined import cli
 from conjoined.cli import PICTURE_DPI, PICTURES, main
 from conjoined.datasets import make_biclusters_counts
 
@@ -409,6 +411,74 @@ def test_plot_redraws_the_pictures(reference, tmp_path, capsys):
 def test_plot_of_a_folder_that_is_not_a_fit(tmp_path, capsys):
     status, _, err = _run(["plot", tmp_path], capsys)
     assert status == 2 and "matrix.npz" in err and err.count("\n") == 1
+
+
+# --------------------------------------------------------------------------------------------- Dask
+
+
+@pytest.mark.parametrize(
+    "options, backend, address",
+    [
+        ([], "local", None),
+        (["--backend", "dask"], "dask", None),
+        (["--address", "10.1.2.3:8786"], "dask", "10.1.2.3:8786"),
+        (["--backend", "dask", "--address", "tcp://scheduler:8786"], "dask", "tcp://scheduler:8786"),
+    ],
+)
+def test_backend_and_address_reach_the_estimator(options, backend, address, reference, tmp_path, capsys,
+                                                 monkeypatch):
+    fitted = []
+
+    class Recording(cli.ConjoinedDirichletProcess):
+        def fit(self, X, y=None):
+            fitted.append(self.get_params())
+            raise ValueError("stopped before fitting")
+
+    monkeypatch.setattr(cli, "ConjoinedDirichletProcess", Recording)
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "out", *FAST, *options], capsys)
+    assert status == 2 and "stopped before fitting" in err
+    assert len(fitted) == 1
+    assert (fitted[0]["backend"], fitted[0]["address"], fitted[0]["client"]) == (backend, address, None)
+    assert not (tmp_path / "out").exists()
+
+
+def test_address_with_the_local_backend_is_a_usage_error(reference, tmp_path, capsys):
+    argv = ["fit", reference / "matrix.npz", "-o", tmp_path / "out", *FAST, "--backend", "local", "--address",
+            "10.1.2.3:8786"]
+    status, _, err = _run(argv, capsys)
+    assert status == 2 and err.count("\n") == 1
+    assert "10.1.2.3:8786" in err and "--backend dask" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unreachable_scheduler_is_one_line_naming_the_address(reference, tmp_path, capsys):
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "out", *FAST, "--address",
+                               address], capsys)
+    assert status == 2 and err.count("\n") == 1
+    assert address in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_fit_on_a_dask_scheduler_gives_the_local_result(planted, reference, tmp_path, capsys):
+    distributed = pytest.importorskip("distributed")
+    X, genes, cells, _, _ = planted
+    (path, *_), _ = _write_csv(tmp_path, X, genes, cells)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=":0", scheduler_kwargs={"dashboard": False}) as cluster:
+        status, _, err = _run(["fit", path, "-o", tmp_path / "out", *FAST, "--no-plots", "--address",
+                               cluster.scheduler_address], capsys)
+    assert status == 0, err
+    found, expected = _biclusters(tmp_path / "out"), _biclusters(reference)
+    assert found == expected
+    params = json.loads((tmp_path / "out" / "params.json").read_text())
+    assert params["estimator"]["backend"] == "dask"
+    assert params["estimator"]["address"] == cluster.scheduler_address
 
 
 # --------------------------------------------------------------------------------------- as a user runs it

@@ -172,6 +172,27 @@ def test_anchored_pass_keeps_anchors_and_only_joins_lower_ranked_anchors(gaussia
         state = state._replace(stats=stats)
 
 
+def test_niw_rank_one_predictive_matches_the_ratio_of_marginals():
+    from conjoined.dpmm import kernels
+    rng = np.random.default_rng(3)
+    d = 4
+    X = rng.normal(size=(7, d)) * 2.0
+    prior = conjoined.NormalInverseWishart(kappa=0.3, mean=rng.normal(size=d), nu=d + 2.5,
+                                           psi=np.eye(d) + 0.2 * np.ones((d, d)))
+    kappa, mean, nu, chol = prior.kernel_args(d)
+    mean_n, chol_n, work, kappa_n = mean.copy(), chol.copy(), np.empty(d), kappa
+
+    def log_m(rows):
+        pts = X[rows]
+        return prior.log_marginal(SufficientStats(np.array(float(len(rows))), pts.sum(axis=0), pts.T @ pts))
+
+    for n in range(6):
+        predictive = kernels._niw_log_predictive(X[n], kappa_n, mean_n, nu + n, chol_n, work)
+        expected = log_m(list(range(n + 1))) - (log_m(list(range(n))) if n else 0.0)
+        assert predictive == pytest.approx(expected, rel=1e-10, abs=1e-10)
+        kappa_n = kernels._niw_add_point(X[n], kappa_n, mean_n, chol_n, work)
+
+
 def test_point_priorities_are_a_fixed_hash_of_seed_and_index():
     a = backends.point_priorities(7, np.arange(1000))
     assert np.array_equal(a[500:], backends.point_priorities(7, np.arange(500, 1000)))

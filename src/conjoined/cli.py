@@ -3,6 +3,7 @@
 ::
 
     conjoined fit counts.csv -o results            # biclusters, memberships, theta and pictures in results/
+    conjoined fit counts.csv -o results --address scheduler:8786   # data passes on a Dask cluster
     conjoined simulate 2 -o case2.csv              # case 2 of the paper, and its truth in case2.truth.json
     conjoined score results case2.truth.json       # the paper's Jaccard score of the found biclusters
     conjoined plot results                         # redraw the pictures from results/
@@ -54,6 +55,7 @@ from . import __version__
 from ._validation import check_matrix
 from .cdp import LIKELIHOODS, MODES, ConjoinedDirichletProcess
 from .datasets import CDP_CASES, make_cdp_case
+from .dpmm.estimator import BACKENDS
 from .extract import DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
 from .io import atomic_output_dir, read_matrix, write_json, write_table_csv
 from .metrics import jaccard_score
@@ -132,6 +134,20 @@ def _estimator_options(parser):
         metavar="S",
     )
     add("--n-jobs", "n_jobs", "threads of the DP mixtures", "every core", type=int, metavar="N")
+    add(
+        "--backend",
+        "backend",
+        "where the DP mixtures' data passes run: 'dask' on a Dask cluster, an embedded local one unless "
+        "--address is given (needs pip install conjoined[dask])",
+        choices=BACKENDS,
+    )
+    add(
+        "--address",
+        "address",
+        "address of a running Dask scheduler to run the data passes on; implies --backend dask",
+        "none",
+        metavar="HOST:PORT",
+    )
     add(
         "--z-min",
         "z_min",
@@ -289,6 +305,8 @@ def _estimator_from_args(args):
         name: getattr(args, name) for name in args.estimator_parameters if getattr(args, name) is not None
     }
     given.setdefault("random_state", _fresh_seed())
+    if given.get("address") is not None and given.setdefault("backend", "dask") != "dask":
+        raise UserError(f"--address {given['address']} is a Dask scheduler address: it needs --backend dask")
     return ConjoinedDirichletProcess(verbose=not args.quiet, **given)
 
 

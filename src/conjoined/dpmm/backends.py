@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from . import kernels
 from .priors import SufficientStats
@@ -138,9 +139,11 @@ class Shard:
                 np.linspace(a, b, GAUSSIAN_BLOCKS + 1).astype(np.int64)
                 for a, b in zip(self.streams[:-1], self.streams[1:])
             ]))
-            labels, sublabels, counts, sums, outer = kernel(
-                self.values, *params, log_w, *sub_params, sub_log_w, random_sub, *restriction, u, bounds,
-            )
+            # The kernel's matrix products are small and run inside numba's threads: BLAS must not add its own.
+            with threadpool_limits(1, user_api="blas"):
+                labels, sublabels, counts, sums, outer = kernel(
+                    self.values, *params, log_w, *sub_params, sub_log_w, random_sub, *restriction, u, bounds,
+                )
             stats = None
             block_stream = np.searchsorted(self.streams, bounds[:-1], side="right") - 1
             for s in range(len(self.streams) - 1):

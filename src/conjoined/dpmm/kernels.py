@@ -186,6 +186,23 @@ def gaussian_log_likelihoods(X, mu, chol_prec, log_det):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _gaussian_block_scores(Xb, mu, chol_prec, log_det, log_w):
+    """(B, K) ``log_w[k] + log N(x_i | cluster k)`` for the rows of Xb (B, d): one matrix product per cluster."""
+    B, d = Xb.shape
+    K = mu.shape[0]
+    out = np.empty((B, K))
+    const = -0.5 * d * math.log(2.0 * math.pi)
+    for k in range(K):
+        z = np.dot(Xb - mu[k], chol_prec[k].T)
+        for i in range(B):
+            quad = 0.0
+            for a in range(d):
+                quad += z[i, a] * z[i, a]
+            out[i, k] = log_w[k] + log_det[k] + const - 0.5 * quad
+    return out
+
+
 def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, sub_log_det, sub_log_w, random_sub,
                      current, priority, anchor_priority, anchor_index, first_index, u, bounds):
     """One restricted-Gibbs pass over dense Gaussian points X (n, d).
@@ -193,6 +210,7 @@ def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, su
     Cluster parameters: ``mu`` (K, d), ``chol_prec`` (K, d, d) upper-triangular U with U^T U the precision,
     ``log_det`` (K,) = log|U|; sub-cluster parameters likewise with 2K entries (2k, 2k+1 for cluster k);
     ``current``, ``priority``, ``anchor_priority``, ``anchor_index``, ``first_index`` as in ``assign_counts``.
+    Scores, sub-cluster scores and outer-product sums are matrix products over a block's points (BLAS).
 
     Returns labels (n,), sublabels (n,), and per block of ``bounds``: counts (n_blocks, 2K), sums
     (n_blocks, 2K, d), outer-product sums (n_blocks, 2K, d, d).
@@ -206,35 +224,40 @@ def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, su
     block_sums = np.zeros((n_blocks, 2 * K, d))
     block_outer = np.zeros((n_blocks, 2 * K, d, d))
     for b in prange(n_blocks):
-        scores = np.empty(K)
-        sub = np.empty(2)
-        work = np.empty(d)
-        for i in range(bounds[b], bounds[b + 1]):
-            x = X[i]
+        lo, hi = bounds[b], bounds[b + 1]
+        Xb = X[lo:hi]
+        scores = _gaussian_block_scores(Xb, mu, chol_prec, log_det, log_w)
+        for i in range(lo, hi):
             k = _anchored_label(i, current, anchor_priority, anchor_index, first_index)
             if k < 0:
-                for c in range(K):
-                    scores[c] = log_w[c] + _gaussian_score(x, mu[c], chol_prec[c], log_det[c], work)
-                _mask_unreachable(scores, i, priority, anchor_priority, anchor_index, first_index)
-                k = _draw(scores, u[i, 0])
-            if random_sub[k]:
-                projection = 0.0
-                for a in range(d):
-                    projection += x[a] * sub_mu[2 * k, a]
-                s = 1 if projection > sub_log_det[2 * k] else 0
-            else:
-                for h in range(2):
-                    c = 2 * k + h
-                    sub[h] = sub_log_w[c] + _gaussian_score(x, sub_mu[c], sub_chol_prec[c], sub_log_det[c], work)
-                s = _draw(sub, u[i, 1])
+                row = scores[i - lo]
+                _mask_unreachable(row, i, priority, anchor_priority, anchor_index, first_index)
+                k = _draw(row, u[i, 0])
             labels[i] = k
-            sublabels[i] = s
-            c = 2 * k + s
-            block_counts[b, c] += 1.0
-            for a in range(d):
-                block_sums[b, c, a] += x[a]
-                for e in range(d):
-                    block_outer[b, c, a, e] += x[a] * x[e]
+        for k in range(K):
+            members = np.flatnonzero(labels[lo:hi] == k)
+            if members.shape[0] == 0:
+                continue
+            Xk = Xb[members]
+            side = np.empty(members.shape[0], np.int8)
+            if random_sub[k]:
+                projection = np.dot(Xk, sub_mu[2 * k])
+                for m in range(members.shape[0]):
+                    side[m] = 1 if projection[m] > sub_log_det[2 * k] else 0
+            else:
+                sub = _gaussian_block_scores(Xk, sub_mu[2 * k:2 * k + 2], sub_chol_prec[2 * k:2 * k + 2],
+                                             sub_log_det[2 * k:2 * k + 2], sub_log_w[2 * k:2 * k + 2])
+                for m in range(members.shape[0]):
+                    side[m] = _draw(sub[m], u[lo + members[m], 1])
+            for m in range(members.shape[0]):
+                sublabels[lo + members[m]] = side[m]
+            for h in range(2):
+                Xs = Xk[side == h]
+                c = 2 * k + h
+                block_counts[b, c] = Xs.shape[0]
+                if Xs.shape[0]:
+                    block_sums[b, c] = Xs.sum(axis=0)
+                    block_outer[b, c] = np.dot(Xs.T, Xs)
     return labels, sublabels, block_counts, block_sums, block_outer
 
 
@@ -334,62 +357,93 @@ def count_sequential_allocation(indptr, indices, data, kind, hyper, anchors, ord
 
 
 @njit(cache=True, nogil=True)
-def _niw_log_marginal(n, s1, s2, kappa, mean, nu, psi, const):
-    """NIW log marginal likelihood of n points with sums s1 and outer sums s2; ``const`` holds the n-free terms."""
-    d = s1.shape[0]
-    kappa_n = kappa + n
-    psi_n = psi + s2 + kappa * np.outer(mean, mean)
-    mean_n = (kappa * mean + s1) / kappa_n
-    psi_n -= kappa_n * np.outer(mean_n, mean_n)
-    chol = np.linalg.cholesky(0.5 * (psi_n + psi_n.T))
-    logdet_n = 0.0
-    for a in range(d):
-        logdet_n += 2.0 * math.log(chol[a, a])
-    nu_n = nu + n
-    mvl = 0.0
-    for a in range(d):
-        mvl += math.lgamma(0.5 * (nu_n - a))
-    return const - 0.5 * n * d * math.log(math.pi) + mvl - 0.5 * nu_n * logdet_n - 0.5 * d * math.log(kappa_n)
+def _cholesky_rank1_update(L, w):
+    """Turn the lower-triangular L into the Cholesky factor of ``L L^T + w w^T`` in O(d^2); ``w`` is consumed."""
+    d = w.shape[0]
+    for k in range(d):
+        r = math.sqrt(L[k, k] * L[k, k] + w[k] * w[k])
+        c = r / L[k, k]
+        s = w[k] / L[k, k]
+        L[k, k] = r
+        for i in range(k + 1, d):
+            L[i, k] = (L[i, k] + s * w[i]) / c
+            w[i] = c * w[i] - s * L[i, k]
 
 
 @njit(cache=True, nogil=True)
-def gaussian_sequential_allocation(X, kappa, mean, nu, psi, const, anchors, order, forced, u):
+def _niw_log_predictive(x, kappa_n, mean_n, nu_n, chol_n, work):
+    """log p(x | NIW posterior (kappa_n, mean_n, nu_n, Psi_n = chol_n chol_n^T)): a multivariate Student t with
+    nu_n - d + 1 degrees of freedom and scale Psi_n (kappa_n + 1) / (kappa_n (nu_n - d + 1)); O(d^2)."""
+    d = x.shape[0]
+    dof = nu_n - d + 1.0
+    quad = 0.0
+    log_det = 0.0
+    for a in range(d):
+        acc = x[a] - mean_n[a]
+        for b in range(a):
+            acc -= chol_n[a, b] * work[b]
+        work[a] = acc / chol_n[a, a]
+        quad += work[a] * work[a]
+        log_det += math.log(chol_n[a, a])
+    scale = (kappa_n + 1.0) / (kappa_n * dof)
+    return (math.lgamma(0.5 * (dof + d)) - math.lgamma(0.5 * dof) - 0.5 * d * math.log(dof * math.pi * scale)
+            - log_det - 0.5 * (dof + d) * math.log1p(quad / (scale * dof)))
+
+
+@njit(cache=True, nogil=True)
+def _niw_add_point(x, kappa_n, mean_n, chol_n, work):
+    """Update a side's NIW posterior (mean_n, chol_n in place) with point x; returns the new kappa_n."""
+    d = x.shape[0]
+    weight = math.sqrt(kappa_n / (kappa_n + 1.0))
+    for a in range(d):
+        work[a] = weight * (x[a] - mean_n[a])
+        mean_n[a] = (kappa_n * mean_n[a] + x[a]) / (kappa_n + 1.0)
+    _cholesky_rank1_update(chol_n, work)
+    return kappa_n + 1.0
+
+
+@njit(cache=True, nogil=True)
+def gaussian_sequential_allocation(X, kappa, mean, nu, chol_psi, anchors, order, forced, u):
     """``count_sequential_allocation`` for dense Gaussian points under a NIW prior.
 
-    Returns (log probability, side (n,) int8, counts (2,), sums (2, d), outer sums (2, d, d)).
+    Each side keeps its NIW posterior, its scale matrix as a Cholesky factor updated by rank one per point, so a
+    point costs O(d^2). Returns (log probability, side (n,) int8, counts (2,), sums (2, d), outer sums (2, d, d)).
     """
     n_points, d = X.shape
     side = np.full(n_points, -1, np.int8)
     counts = np.zeros(2)
     sums = np.zeros((2, d))
     outer = np.zeros((2, d, d))
-    log_m = np.zeros(2)
+    kappa_n = np.full(2, kappa)
+    mean_n = np.empty((2, d))
+    chol_n = np.empty((2, d, d))
+    work = np.empty(d)
     for s in range(2):
-        a = anchors[s]
-        side[a] = s
-        counts[s] = 1.0
-        sums[s] = X[a]
-        outer[s] = np.outer(X[a], X[a])
-        log_m[s] = _niw_log_marginal(1.0, sums[s], outer[s], kappa, mean, nu, psi, const)
+        mean_n[s] = mean
+        chol_n[s] = chol_psi
     log_q = 0.0
-    new_m = np.zeros(2)
-    for m in order:
+    lp = np.zeros(2)
+    for t in range(anchors.shape[0] + order.shape[0]):
+        m = anchors[t] if t < 2 else order[t - 2]
         x = X[m]
-        xx = np.outer(x, x)
-        lp = np.zeros(2)
-        for s in range(2):
-            new_m[s] = _niw_log_marginal(counts[s] + 1.0, sums[s] + x, outer[s] + xx, kappa, mean, nu, psi, const)
-            lp[s] = math.log(counts[s]) + new_m[s] - log_m[s]
-        top = max(lp[0], lp[1])
-        log_norm = top + math.log(math.exp(lp[0] - top) + math.exp(lp[1] - top))
-        if forced[m] >= 0:
-            s = forced[m]
+        if t < 2:
+            s = t
         else:
-            s = 0 if u[m] < math.exp(lp[0] - log_norm) else 1
-        log_q += lp[s] - log_norm
+            for h in range(2):
+                lp[h] = math.log(counts[h]) + _niw_log_predictive(x, kappa_n[h], mean_n[h], nu + counts[h],
+                                                                  chol_n[h], work)
+            top = max(lp[0], lp[1])
+            log_norm = top + math.log(math.exp(lp[0] - top) + math.exp(lp[1] - top))
+            if forced[m] >= 0:
+                s = forced[m]
+            else:
+                s = 0 if u[m] < math.exp(lp[0] - log_norm) else 1
+            log_q += lp[s] - log_norm
         side[m] = s
+        kappa_n[s] = _niw_add_point(x, kappa_n[s], mean_n[s], chol_n[s], work)
         counts[s] += 1.0
         sums[s] += x
-        outer[s] += xx
-        log_m[s] = new_m[s]
+        for a in range(d):
+            for b in range(d):
+                outer[s, a, b] += x[a] * x[b]
     return log_q, side, counts, sums, outer

@@ -287,12 +287,8 @@ class NormalInverseWishart:
         return mu, chol_prec, log_det
 
     def kernel_args(self, d):
-        """``(kappa, mean, nu, psi, const)`` for the collapsed-predictive kernels; ``const`` gathers the terms of
-        the log marginal that do not depend on the data."""
-        logdet_psi = 2.0 * np.log(np.diagonal(np.linalg.cholesky(self.psi))).sum()
-        const = (-multigammaln(self.nu / 2.0, d) + 0.25 * d * (d - 1) * np.log(np.pi)
-                 + 0.5 * self.nu * logdet_psi + 0.5 * d * np.log(self.kappa))
-        return float(self.kappa), self.mean, float(self.nu), self.psi, const
+        """``(kappa, mean, nu, chol_psi)`` for the collapsed-predictive kernels (``chol_psi`` lower-triangular)."""
+        return float(self.kappa), self.mean, float(self.nu), np.linalg.cholesky(self.psi)
 
     def posterior_mean(self, stats):
         kappa_n, mean_n, nu_n, psi_n = self.posterior(stats)
