@@ -295,18 +295,22 @@ def _count_log_predictive(kind, hyper, n, total, sums, indptr, indices, data, i)
     """
     x_total = 0.0
     acc = 0.0
+    # lgamma(a + x) - lgamma(a) for a small whole x is a product of x factors; the products of successive
+    # non-zeros are multiplied together and their log taken only when the running product nears the float range.
+    product = 1.0
     for p in range(indptr[i], indptr[i + 1]):
         a = hyper[0] + sums[indices[p]]
         x = data[p]
         x_total += x
         if x <= 8.0:
-            # lgamma(a + x) - lgamma(a) for a small whole x, as a product of x factors: much cheaper.
-            rising = 1.0
             for t in range(int(x)):
-                rising *= a + t
-            acc += math.log(rising)
+                product *= a + t
+            if product > 1e250 or product < 1e-250:
+                acc += math.log(product)
+                product = 1.0
         else:
             acc += math.lgamma(a + x) - math.lgamma(a)
+    acc += math.log(product)
     if kind == COUNT_MULTINOMIAL:
         db = hyper[0] * hyper[1]
         return acc + math.lgamma(db + total) - math.lgamma(db + total + x_total)
