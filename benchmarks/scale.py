@@ -9,11 +9,12 @@ Sections (all by default; each can be skipped):
              ``--iterations`` (500) per DPMM, then the token reassignment and the extraction. ``--pipeline paper``
              (default) is ``CDP(mode="paper")``: the published pipeline, independent *multinomial* DPMMs on the raw
              matrix; ``--pipeline defaults`` is our default CDP (``CDP(n_iter=--iterations)``: Poisson
-             likelihoods, alpha=1, beta=1, 2 conjoined rounds). Prints every phase's time, the sampler's time spent seating points drawn
-             "new" in each pass (``sampler.seat_new_points``), and the peak resident memory (``ru_maxrss``).
-             ``--time-limit`` stops the process after that many seconds and prints what was measured so far.
-``new``      Why the genes DPMM is slow: its first iterations on the first 750..6000 genes, split into the
-             sequential seating of the points drawn "new" and the rest of the iteration.
+             likelihoods, alpha=1, beta=1, 2 conjoined rounds). Prints every phase's time and, per DPMM, where its
+             iterations spend their time, during warm-up and after: the data pass (``LocalBackend.assign``), the
+             rest of ``sampler.step`` (parameter draws; during warm-up the sub-cluster splits and merges) and the
+             rest of the iteration (the exact split/merge move of ``sams.py``, the traces). Then the peak resident
+             memory (``ru_maxrss``) and the NMI of the labels against the simulation's truth. ``--time-limit``
+             stops the process after that many seconds and prints what was measured so far.
 ``parts``    Every phase of the paper pipeline except the genes DPMM, at full size: the cells DPMM, the choice of
              K and labels from its trace, the reassignment, the extraction; the true gene modules stand in for the
              genes DPMM's labels.
@@ -22,8 +23,8 @@ Sections (all by default; each can be skipped):
              constant means linear in both.
 
     python benchmarks/scale.py                                   # everything, paper pipeline
-    python benchmarks/scale.py --skip new parts scaling --time-limit 3600
-    python benchmarks/scale.py --pipeline defaults --skip new parts scaling
+    python benchmarks/scale.py --skip parts scaling              # the full fit only
+    python benchmarks/scale.py --pipeline defaults --skip parts scaling
     python benchmarks/scale.py --skip fit                        # everything but the full fit
 """
 
@@ -38,6 +39,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.metrics import normalized_mutual_info_score
 
 import conjoined
 from conjoined import cdp
@@ -45,8 +47,7 @@ from conjoined.datasets import make_marques_like
 from conjoined.dpmm import sampler
 from conjoined.dpmm.backends import LocalBackend
 
-SAMPLER_STEP, SAMPLER_SEAT = sampler.step, sampler.seat_new_points
-LOCAL_ASSIGN = LocalBackend.assign
+SAMPLER_STEP, LOCAL_ASSIGN = sampler.step, LocalBackend.assign
 
 
 def peak_memory_gb():
@@ -55,20 +56,21 @@ def peak_memory_gb():
 
 
 class Recorder:
-    """Times the phases of a CDP fit and, per DPMM, every iteration and its seating of "new" points."""
+    """Times the phases of a CDP fit and, per DPMM, every iteration's sampler step and data pass."""
 
     def __init__(self):
         self.phases = []  # (name, seconds, peak GB)
-        self.current = None
-        self.dpmm = None  # per-iteration records of the running DPMM
+        self.current = None  # (name, start) of the running phase
+        self.dpmm = None  # the running DPMM: {"name", "iterations": [(step s, pass s, K, warm-up), ...]}
         self.n_dpmm = 0
+        self.pass_seconds = 0.0
         self.started = time.perf_counter()
 
     def phase(self, name, function):
         def timed(*args, **kwargs):
-            self.current, began = name, time.perf_counter()
+            self.current = (name, time.perf_counter())
             result = function(*args, **kwargs)
-            self.phases.append((name, time.perf_counter() - began, peak_memory_gb()))
+            self.phases.append((name, time.perf_counter() - self.current[1], peak_memory_gb()))
             print(f"  {name}: {self.phases[-1][1]:.1f} s (peak memory so far {self.phases[-1][2]:.2f} GB)",
                   flush=True)
             self.current = None
@@ -76,28 +78,30 @@ class Recorder:
         return timed
 
     def install_sampler(self, verbose=True):
-        """Wrap the sampler's step and seating to record every iteration of the running DPMM."""
+        """Wrap ``sampler.step`` and ``LocalBackend.assign`` to record every iteration of the running DPMM."""
 
-        def timed_step(*args, **kwargs):
+        def timed_assign(backend, *args):
             began = time.perf_counter()
-            self.seating = (0, 0.0, 0.0)
-            state, info = SAMPLER_STEP(*args, **kwargs)
-            seconds = time.perf_counter() - began
-            record = (seconds, state.age.shape[0]) + self.seating
-            self.dpmm["iterations"].append(record)
-            it = len(self.dpmm["iterations"])
-            if verbose and (it % 50 == 0 or seconds > 10):
-                print(f"    iteration {it}: {seconds:.2f} s, K={record[1]}, {record[2]:,} points drawn new "
-                      f"(seating {record[3]:.2f} s, log MH ratio {record[4]:.0f})", flush=True)
-            return state, info
-
-        def timed_seat(prior, alpha, rows, log_single, rng):
-            began = time.perf_counter()
-            result = SAMPLER_SEAT(prior, alpha, rows, log_single, rng)
-            self.seating = (rows.shape[0], time.perf_counter() - began, result[2])
+            result = LOCAL_ASSIGN(backend, *args)
+            self.pass_seconds += time.perf_counter() - began
             return result
 
-        sampler.step, sampler.seat_new_points = timed_step, timed_seat
+        def timed_step(*args, subcluster_moves=True, **kwargs):
+            self.pass_seconds, began = 0.0, time.perf_counter()
+            state, info = SAMPLER_STEP(*args, subcluster_moves=subcluster_moves, **kwargs)
+            record = (time.perf_counter() - began, self.pass_seconds, state.age.shape[0], subcluster_moves)
+            self.dpmm["iterations"].append(record)
+            it = len(self.dpmm["iterations"])
+            if verbose and (it % 100 == 0 or record[0] > 10):
+                print(f"    iteration {it}: step {record[0]:.2f} s (pass {record[1]:.2f} s), K={record[2]}",
+                      flush=True)
+            return state, info
+
+        sampler.step, LocalBackend.assign = timed_step, timed_assign
+
+    @staticmethod
+    def uninstall_sampler():
+        sampler.step, LocalBackend.assign = SAMPLER_STEP, LOCAL_ASSIGN
 
     def install(self):
         """Also wrap ``cdp.DPMM.fit``, the reassignment and the extraction as phases."""
@@ -113,6 +117,7 @@ class Recorder:
                 print(f"  {name}: started", flush=True)
                 recorder.phase(name, super().fit)(X, y)
                 recorder.summarise_dpmm(self)
+                recorder.dpmm = None
                 return self
 
         cdp.DPMM = TimedDPMM
@@ -121,32 +126,39 @@ class Recorder:
         cdp.extract_biclusters = self.phase("bicluster extraction", cdp.extract_biclusters)
 
     def summarise_dpmm(self, model=None):
-        """One line on the running (or, with its fitted ``model``, finished) DPMM."""
+        """Where the running (or, with its fitted ``model``, finished) DPMM's iterations spent their time."""
         if not self.dpmm or not self.dpmm["iterations"]:
             return
-        its = np.array([r[:4] for r in self.dpmm["iterations"]])
-        seconds, ks, new, seating = its.T
-        whole = ""
-        if model is not None:
-            whole = (f"{model.time_trace_.sum():.1f} s in iterations (median {np.median(model.time_trace_):.3f} s), "
-                     f"of which ")
-        print(f"    {len(its)} iterations: {whole}{seconds.sum():.1f} s in the pass step (sampler.step; the rest is "
-              f"the exact split/merge move), of which seating new points {seating.sum():.1f} s, "
-              f"{new.mean():,.0f} points drawn new per iteration on average; K {int(ks[0])} -> {int(ks[-1])}",
-              flush=True)
+        step, data_pass, ks, warm = (np.array(column) for column in zip(*self.dpmm["iterations"]))
+        warm = warm.astype(bool)
+        whole = step if model is None else model.time_trace_[:step.shape[0]]
+        for label, part in (("warm-up", warm), ("after warm-up", ~warm)):
+            if not part.any():
+                continue
+            line = (f"    {label}: {part.sum()} iterations, {whole[part].sum():.1f} s "
+                    f"(median {np.median(whole[part]) * 1e3:.0f} ms): data pass {data_pass[part].sum():.1f} s, "
+                    f"rest of the step {(step - data_pass)[part].sum():.1f} s")
+            if model is not None:
+                line += f", exact split/merge move and traces {(whole - step)[part].sum():.1f} s"
+            print(f"{line}; K {int(ks[part][0])} -> {int(ks[part][-1])}", flush=True)
 
     def report(self, reason):
-        total = time.perf_counter() - self.started
+        now = time.perf_counter()
+        total, running = now - self.started, 0.0
         print(f"\n{reason} after {total:.1f} s; peak memory {peak_memory_gb():.2f} GB")
         if self.current:
-            print(f"  running: {self.current}")
+            name, began = self.current
+            running = now - began
+            print(f"  running for {running:.1f} s: {name}")
             self.summarise_dpmm()
         for name, seconds, _ in self.phases:
             print(f"  {seconds:8.1f} s  {name}")
+        print(f"  {total - running - sum(seconds for _, seconds, _ in self.phases):8.1f} s  outside these phases (validation, "
+              "canonical order of rows and columns, labels from the traces)")
         sys.stdout.flush()
 
 
-def run_fit(X, args):
+def run_fit(X, truth, args):
     recorder = Recorder()
     recorder.install()
     if args.pipeline == "paper":
@@ -167,29 +179,13 @@ def run_fit(X, args):
         timer = threading.Timer(args.time_limit, stop)
         timer.daemon = True
         timer.start()
-    began = time.perf_counter()
     model.fit(X)
-    total = time.perf_counter() - began
     recorder.report("CDP fit finished")
-    print(f"  total {total:.1f} s; K genes {model.n_row_clusters_}, K cells {model.n_column_clusters_}, "
-          f"{model.n_biclusters_} biclusters")
-
-
-def run_new_point_diagnosis(X):
-    print("\nnew: genes DPMM (alpha=10, Multinomial(beta=0.1)), first 3 iterations on the first n genes")
-    print("  genes   non-zeros  points new/iter  seating s/iter  rest s/iter  log MH ratio of the seating")
-    for n in (750, 1500, 3000, 6000):
-        recorder = Recorder()
-        recorder.dpmm = {"name": f"genes DPMM on {n} genes", "iterations": []}
-        recorder.install_sampler(verbose=False)
-        try:
-            conjoined.DPMM(alpha=10.0, prior=conjoined.Multinomial(beta=0.1), n_iter=3, random_state=0,
-                           store_labels=False).fit(X[:n])
-        finally:
-            sampler.step, sampler.seat_new_points = SAMPLER_STEP, SAMPLER_SEAT
-        seconds, _, new, seating, log_ratio = np.array(recorder.dpmm["iterations"]).T
-        print(f"  {n:5d} {X[:n].nnz:11,d} {new.mean():16,.0f} {seating.mean():15.2f} "
-              f"{(seconds - seating).mean():12.3f}  {', '.join(f'{x:.0f}' for x in log_ratio)}", flush=True)
+    gene_modules, cell_types = truth
+    print(f"  K genes {model.n_row_clusters_} (NMI {normalized_mutual_info_score(gene_modules, model.row_labels_):.3f}"
+          f" vs the {gene_modules.max() + 1} modules), K cells {model.n_column_clusters_} (NMI "
+          f"{normalized_mutual_info_score(cell_types, model.column_labels_):.3f} vs the {cell_types.max() + 1} "
+          f"types), {model.n_biclusters_} biclusters")
 
 
 def run_parts(X, gene_modules, args):
@@ -206,7 +202,7 @@ def run_parts(X, gene_modules, args):
             alpha=10.0, prior=conjoined.Multinomial(beta=1.0), n_iter=args.iterations, random_state=0).fit)(
             sp.csr_matrix(X.T))
     finally:
-        sampler.step, sampler.seat_new_points = SAMPLER_STEP, SAMPLER_SEAT
+        recorder.uninstall_sampler()
     recorder.summarise_dpmm(cells)
     cell_labels, K_c, _ = recorder.phase("labels and K from the cells trace", cdp._select_labels)(cells)
     K_r = int(gene_modules.max()) + 1
@@ -224,30 +220,25 @@ def time_per_iteration(points, K):
     """Median seconds per iteration and per data pass (after two iterations) of the cells DPMM started from K
     random clusters, and the mean K.
 
-    alpha is tiny so that no new cluster opens and warm-up is off: K stays near its start. The rest of an iteration
-    is the parameter draws and one exact split/merge move, whose cost depends on the sizes of the clusters it
-    picks, not on K.
+    alpha is tiny so that the exact split/merge move splits nothing, and warm-up is off (anchored passes): K stays
+    near its start. The rest of an iteration is the parameter draws and one exact split/merge move, whose cost
+    depends on the sizes of the clusters it picks, not on K.
     """
-    pass_seconds = []
-
-    def timed_assign(backend, *args):
-        began = time.perf_counter()
-        result = LOCAL_ASSIGN(backend, *args)
-        pass_seconds.append(time.perf_counter() - began)
-        return result
-
-    LocalBackend.assign = timed_assign
+    recorder = Recorder()
+    recorder.dpmm = {"name": f"cells DPMM from {K} clusters", "iterations": []}
+    recorder.install_sampler(verbose=False)
     try:
         model = conjoined.DPMM(alpha=1e-8, prior=conjoined.Multinomial(beta=1.0), n_iter=10, warmup=0,
                                init_clusters=K, random_state=0, store_labels=False).fit(points)
     finally:
-        LocalBackend.assign = LOCAL_ASSIGN
+        recorder.uninstall_sampler()
+    pass_seconds = np.array([record[1] for record in recorder.dpmm["iterations"]])
     return (float(np.median(model.time_trace_[2:])), float(np.median(pass_seconds[2:])),
             float(model.n_clusters_trace_[2:].mean()))
 
 
 def run_scaling():
-    print("\nscaling: cells DPMM (Multinomial(beta=1)), median times per iteration")
+    print("\nscaling: cells DPMM (Multinomial(beta=1)), after warm-up, median times per iteration")
     print("  cells  non-zeros     K  ms/iter  ms/pass  ns per non-zero per cluster (pass)")
     cases = []
     for share in (4, 2, 1):
@@ -266,25 +257,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=500, help="iterations per DPMM (default 500)")
     parser.add_argument("--pipeline", choices=("paper", "defaults"), default="paper")
-    parser.add_argument("--skip", nargs="*", default=(), choices=("fit", "new", "parts", "scaling"))
+    parser.add_argument("--skip", nargs="*", default=(), choices=("fit", "parts", "scaling"))
     parser.add_argument("--time-limit", type=float, default=0, help="seconds before the fit is stopped (0: none)")
     args = parser.parse_args()
 
     began = time.perf_counter()
-    X, gene_modules, _ = make_marques_like(random_state=0)
+    X, gene_modules, cell_types = make_marques_like(random_state=0)
     print(f"data: make_marques_like(random_state=0): {X.shape[0]:,} x {X.shape[1]:,}, {X.nnz:,} non-zeros "
           f"({100 * (1 - X.nnz / (X.shape[0] * X.shape[1])):.1f}% zeros), {int(X.sum()):,} tokens; "
           f"{time.perf_counter() - began:.1f} s to generate, peak memory {peak_memory_gb():.2f} GB; "
           f"{os.cpu_count()} cores")
     if "scaling" not in args.skip:
         run_scaling()
-    if "new" not in args.skip:
-        run_new_point_diagnosis(X)
     if "parts" not in args.skip:
         run_parts(X, gene_modules, args)
     if "fit" not in args.skip:
         print()
-        run_fit(X, args)
+        run_fit(X, (gene_modules, cell_types), args)
 
 
 if __name__ == "__main__":
