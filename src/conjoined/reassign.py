@@ -29,8 +29,14 @@ with probability ``min(1, w(m') / w(m))``, where
 
 is the ratio of the exact conditional of the cell's allocation to the proposal (the multinomial coefficients and
 the normaliser of ``p0`` cancel). This is an exact Metropolis-Hastings-within-Gibbs step, so the chain keeps the
-collapsed posterior invariant while a sweep costs O(nnz * K_r * K_c + total count) instead of
-O(total count * K_r * K_c). Only pairs, row topics and column topics with ``m > 0`` contribute to ``w``.
+collapsed posterior invariant. Only pairs, row topics and column topics with ``m > 0`` contribute to ``w``.
+
+Drawing from ``p0`` without scanning all K_r * K_c pairs. Write ``D_k = n_k + n_R a_r`` and
+``c_l = (n_jl + a_c) / (n_l + n_C a_c)``; then ``p0(k, l) ∝ (n_kl + lam) c_l n_ik / D_k + a_r (n_kl + lam) c_l / D_k``.
+The first part lives on the few row topics the row already uses; the second has column marginal
+``a_r c_l V_l`` with ``V_l = sum_k (n_kl + lam) / D_k``, which is kept up to date as tokens move (O(K_c) a token,
+recomputed at every row so rounding cannot drift). A cell costs O(K_r + (s_i + c) K_c) for a row using s_i row
+topics, instead of O(K_r K_c): a sweep is O(nnz (K_r + s K_c) + total count K_c).
 
 Tokens are stored as pair ids ``k * K_c + l`` grouped by cell in CSR order (``offsets`` is the cumulative sum of
 the cell counts), as int32 (4 bytes a token; one dtype keeps numba to a single compilation).
@@ -154,14 +160,20 @@ def _log_block_weight(
     return log_part + math.log(scale)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _move_cell_tokens(tokens, start, stop, i, j, sign, n_kl, n_ik, n_jl, n_k, n_l):
-    """Add (sign=+1) or remove (sign=-1) the tokens ``tokens[start:stop]`` (pair ids) of cell (i, j)."""
+@njit(cache=True, nogil=True)
+def _move_tracked(tokens, start, stop, i, j, sign, n_kl, n_ik, n_jl, n_k, n_l, lam, row_prior_mass, dense):
+    """Add (sign=+1) or remove (sign=-1) the tokens ``tokens[start:stop]`` (pair ids) of cell (i, j), keeping
+    ``dense[l] = sum_k (n_kl + lam) / (n_k + n_R a_r)`` up to date."""
     n_col_topics = n_kl.shape[1]
     for t in range(start, stop):
         pair = tokens[t]
         k = pair // n_col_topics
         l = pair - k * n_col_topics
+        old = 1.0 / (n_k[k] + row_prior_mass)
+        new = 1.0 / (n_k[k] + sign + row_prior_mass)
+        for m in range(n_col_topics):
+            dense[m] += (n_kl[k, m] + lam) * (new - old)
+        dense[l] += sign * new
         n_kl[k, l] += sign
         n_ik[i, k] += sign
         n_jl[j, l] += sign
@@ -169,12 +181,23 @@ def _move_cell_tokens(tokens, start, stop, i, j, sign, n_kl, n_ik, n_jl, n_k, n_
         n_l[l] += sign
 
 
+@njit(cache=True, nogil=True)
+def _dense_column_sums(n_kl, n_k, lam, row_prior_mass, dense):
+    """dense[l] = sum_k (n_kl + lam) / (n_k + n_R a_r), computed afresh (bounds the drift of the updates)."""
+    dense[:] = 0.0
+    for k in range(n_kl.shape[0]):
+        inverse = 1.0 / (n_k[k] + row_prior_mass)
+        for l in range(n_kl.shape[1]):
+            dense[l] += (n_kl[k, l] + lam) * inverse
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _draw_from_cumulative(cumulative):
-    """Index drawn with probabilities proportional to the increments of the non-decreasing ``cumulative``."""
-    u = np.random.random() * cumulative[-1]
+def _draw_from_cumulative(cumulative, n):
+    """Index < n drawn with probabilities proportional to the increments of the non-decreasing
+    ``cumulative[:n]``."""
+    u = np.random.random() * cumulative[n - 1]
     low = 0
-    high = cumulative.shape[0] - 1
+    high = n - 1
     while low < high:
         middle = (low + high) >> 1
         if cumulative[middle] > u:
@@ -182,6 +205,35 @@ def _draw_from_cumulative(cumulative):
         else:
             low = middle + 1
     return low
+
+
+@njit(cache=True, nogil=True)
+def _draw_pair(n_kl, n_k, lam, row_prior_mass, col_factor, col_cumulative, row_cumulative, sparse_topics,
+               sparse_cumulative, n_sparse, dense_cumulative):
+    """A pair id ``k * K_c + l`` from p0 (module docstring), split as
+
+        p0(k, l) ∝ (n_kl + lam) c_l n_ik / D_k   +   a_r (n_kl + lam) c_l / D_k    (c_l: column factor)
+
+    The first part has mass only on the row topics the row already uses (``sparse_topics``, cumulative weights
+    ``sparse_cumulative``); the second (``dense_cumulative`` over l, from the tracked column sums) is drawn as a
+    column topic, then a row topic given it. Either way one row of ``n_kl`` or one column is scanned.
+    """
+    n_row_topics, n_col_topics = n_kl.shape
+    sparse_mass = sparse_cumulative[n_sparse - 1] if n_sparse else 0.0
+    u = np.random.random() * (sparse_mass + dense_cumulative[n_col_topics - 1])
+    if u < sparse_mass:
+        k = sparse_topics[_draw_from_cumulative(sparse_cumulative, n_sparse)]
+        total = 0.0
+        for l in range(n_col_topics):
+            total += (n_kl[k, l] + lam) * col_factor[l]
+            col_cumulative[l] = total
+        return k * n_col_topics + _draw_from_cumulative(col_cumulative, n_col_topics)
+    l = _draw_from_cumulative(dense_cumulative, n_col_topics)
+    total = 0.0
+    for k in range(n_row_topics):
+        total += (n_kl[k, l] + lam) / (n_k[k] + row_prior_mass)
+        row_cumulative[k] = total
+    return _draw_from_cumulative(row_cumulative, n_row_topics) * n_col_topics + l
 
 
 @njit(cache=True, nogil=True)
@@ -208,14 +260,19 @@ def _gibbs_sweep(
     n_col_topics = n_jl.shape[1]
     row_prior_mass = n_rows * a_r
     col_prior_mass = n_jl.shape[0] * a_c
-    cumulative = np.empty(n_row_topics * n_col_topics)
-    row_factor = np.empty(n_row_topics)
+    row_cumulative = np.empty(n_row_topics)
+    col_cumulative = np.empty(n_col_topics)
     col_factor = np.empty(n_col_topics)
+    dense = np.empty(n_col_topics)
+    dense_cumulative = np.empty(n_col_topics)
+    sparse_topics = np.empty(n_row_topics, np.int64)
+    sparse_cumulative = np.empty(n_row_topics)
     proposal = np.empty(max_cell_count, dtype=pairs.dtype)
     pair_tally = np.zeros(n_row_topics * n_col_topics, dtype=np.int64)
     row_tally = np.zeros(n_row_topics, dtype=np.int64)
     col_tally = np.zeros(n_col_topics, dtype=np.int64)
     for i in range(n_rows):
+        _dense_column_sums(n_kl, n_k, lam, row_prior_mass, dense)
         for cell in range(indptr[i], indptr[i + 1]):
             c = cell_counts[cell]
             if c == 0:
@@ -223,21 +280,30 @@ def _gibbs_sweep(
             j = indices[cell]
             start = offsets[cell]
             stop = start + c
-            _move_cell_tokens(pairs, start, stop, i, j, -1, n_kl, n_ik, n_jl, n_k, n_l)
-            for k in range(n_row_topics):
-                row_factor[k] = (n_ik[i, k] + a_r) / (n_k[k] + row_prior_mass)
+            _move_tracked(pairs, start, stop, i, j, -1, n_kl, n_ik, n_jl, n_k, n_l, lam, row_prior_mass, dense)
+            total = 0.0
             for l in range(n_col_topics):
                 col_factor[l] = (n_jl[j, l] + a_c) / (n_l[l] + col_prior_mass)
+                total += a_r * col_factor[l] * dense[l]
+                dense_cumulative[l] = total
+            n_sparse = 0
             total = 0.0
             for k in range(n_row_topics):
-                for l in range(n_col_topics):
-                    total += (n_kl[k, l] + lam) * row_factor[k] * col_factor[l]
-                    cumulative[k * n_col_topics + l] = total
+                if n_ik[i, k] > 0:
+                    weight = 0.0
+                    for l in range(n_col_topics):
+                        weight += (n_kl[k, l] + lam) * col_factor[l]
+                    total += weight * n_ik[i, k] / (n_k[k] + row_prior_mass)
+                    sparse_topics[n_sparse] = k
+                    sparse_cumulative[n_sparse] = total
+                    n_sparse += 1
+            draw_args = (n_kl, n_k, lam, row_prior_mass, col_factor, col_cumulative, row_cumulative, sparse_topics,
+                         sparse_cumulative, n_sparse, dense_cumulative)
             if c == 1:
-                pairs[start] = _draw_from_cumulative(cumulative)
+                pairs[start] = _draw_pair(*draw_args)
             else:
                 for t in range(c):
-                    proposal[t] = _draw_from_cumulative(cumulative)
+                    proposal[t] = _draw_pair(*draw_args)
                 log_ratio = _log_block_weight(
                     proposal,
                     0,
@@ -280,7 +346,7 @@ def _gibbs_sweep(
                 if log_ratio >= 0.0 or np.random.random() < math.exp(log_ratio):
                     for t in range(c):
                         pairs[start + t] = proposal[t]
-            _move_cell_tokens(pairs, start, stop, i, j, 1, n_kl, n_ik, n_jl, n_k, n_l)
+            _move_tracked(pairs, start, stop, i, j, 1, n_kl, n_ik, n_jl, n_k, n_l, lam, row_prior_mass, dense)
 
 
 @njit(cache=True, nogil=True, inline="always")
