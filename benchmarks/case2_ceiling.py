@@ -1,0 +1,145 @@
+"""How well can anything do on simulation case 2? Two ceilings, on fresh draws of the case.
+
+Case 2 (20 x 20, 4000 tokens, half of them in the blocks) has a small 4 x 4 block (rows 1-4, columns
+1-4) and a large 8 x 16 block (rows 5-12, columns 5-20); rows 13-20 are background.
+
+(a) Oracle: it knows the true cell densities (block cells ``p N / #block cells``, other cells
+    ``(1 - p) N / #other cells``) and classifies each row by MAP under independent Poisson counts,
+    given the true column sets (classes small block / large block / background, prior 4/20, 8/20,
+    8/20), and each column likewise given the true row sets (small block / large block, prior 4/20,
+    16/20). Its mean Jaccard is what a classifier that knows everything but the memberships achieves.
+
+(b) The model's own posterior: CDP's row DPMM (``PoissonGamma(shape=1).fitted(agg)``, alpha = 1) on
+    the rows x 2 matrix ``agg`` of row sums over the TRUE column sets. The exact log posterior
+    (``conjoined.dpmm.sampler.log_posterior``) of the true row partition is compared with that of the
+    partition with the small block merged into the background. When the merged partition is more
+    probable, a posterior-mode estimator loses the small block even with perfect columns (Jaccard 0.5
+    at best: the large block alone).
+
+(c) The mean and quartiles of log p(truth) - log p(merged), and the mean Jaccard of the oracle when it
+    keeps only the large block in the draws where the posterior prefers the merged partition (an
+    estimate of the ceiling of a posterior-mode estimator).
+
+With ``--compare docs/results/jaccard_replicates.csv`` it also evaluates the case-2 replicates of a
+``paper_tables.py`` run and splits CDP's scores by whether the posterior prefers the merged partition.
+
+    python benchmarks/case2_ceiling.py [--replicates 200] [--seed 5000] [--compare JACCARD_REPLICATES_CSV]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+from paper_tables import replicate_data
+
+from conjoined import PoissonGamma
+from conjoined.datasets import CDP_CASES, make_cdp_case
+from conjoined.dpmm.priors import SufficientStats
+from conjoined.dpmm.sampler import log_posterior
+from conjoined.metrics import jaccard_score
+
+CASE = 2
+ROW_PRIOR = np.array([4, 8, 8]) / 20  # small block, large block, background
+COLUMN_PRIOR = np.array([4, 16]) / 20  # small block, large block
+
+
+def cell_densities(rows, columns):
+    """Expected count of a block cell and of any other cell in case 2."""
+    spec = CDP_CASES[CASE]
+    marked = (rows.T.astype(int) @ columns.astype(int)) > 0
+    n_tokens, p = spec["n_tokens"], spec["p"]
+    return p * n_tokens / marked.sum(), (1 - p) * n_tokens / (marked.size - marked.sum())
+
+
+def map_classes(X, member_sets, prior, block, other):
+    """MAP class of each row of X (n, m) under independent Poisson counts.
+
+    Class c has rate ``block`` on the columns of ``member_sets[c]`` (bool (m,), None: no block) and ``other``
+    elsewhere; returns (n,) class indices.
+    """
+    log_likelihood = []
+    for members in member_sets:
+        rate = np.full(X.shape[1], other) if members is None else np.where(members, block, other)
+        log_likelihood.append(X @ np.log(rate) - rate.sum())
+    return np.argmax(np.column_stack(log_likelihood) + np.log(prior), axis=1)
+
+
+def oracle_biclusters(X, rows, columns):
+    """(rows, columns) bool arrays of shape (2, n) found by the oracle's row and column MAP classes."""
+    block, other = cell_densities(rows, columns)
+    row_class = map_classes(X, [columns[0], columns[1], None], ROW_PRIOR, block, other)
+    column_class = map_classes(X.T, [rows[0], rows[1]], COLUMN_PRIOR, block, other)
+    return np.array([row_class == 0, row_class == 1]), np.array([column_class == 0, column_class == 1])
+
+
+def row_log_posterior(agg, labels):
+    """Exact log posterior (up to a constant) of a row partition under the row DPMM's model, alpha = 1."""
+    prior = PoissonGamma(shape=1.0).fitted(agg)
+    n_clusters = labels.max() + 1
+    stats = SufficientStats(
+        np.bincount(labels, minlength=n_clusters).astype(float),
+        np.stack([agg[labels == k].sum(axis=0) for k in range(n_clusters)]),
+    )
+    return log_posterior(prior, 1.0, stats)
+
+
+def evaluate(X, rows, columns):
+    """(oracle Jaccard, log p(truth) - log p(merged), Jaccard of the oracle that follows the posterior)."""
+    found_rows, found_columns = oracle_biclusters(X, rows, columns)
+    oracle = jaccard_score((found_rows, found_columns), (rows, columns))
+    agg = np.column_stack([X[:, columns[0]].sum(axis=1), X[:, columns[1]].sum(axis=1)]).astype(float)
+    truth = np.where(rows[0], 0, np.where(rows[1], 1, 2))
+    merged = np.where(rows[1], 1, 0)
+    margin = row_log_posterior(agg, truth) - row_log_posterior(agg, merged)
+    large_only = jaccard_score((found_rows[1:], found_columns[1:]), (rows, columns))
+    return oracle, margin, oracle if margin > 0 else large_only
+
+
+def compare(path):
+    """CDP's Jaccard on the case-2 replicates of a paper_tables.py run, split by the posterior's choice."""
+    fits = pd.read_csv(path)
+    scores_by_method = fits[fits["case"] == CASE].pivot(index="replicate", columns="method", values="jaccard")
+    replicates = scores_by_method.index
+    oracle, margin, _ = np.array([evaluate(*replicate_data(CASE, rep)) for rep in replicates]).T
+    merged = margin < 0
+    print(f"{path}, case {CASE}: merged partition more probable in {merged.sum()}/{len(replicates)} "
+          f"replicates; oracle mean Jaccard {oracle.mean():.3f}")
+    for method in ("cdp", "cdp-paper"):
+        if method not in scores_by_method:
+            continue
+        scores = scores_by_method[method].to_numpy()
+        below = scores < oracle
+        print(f"  {method}: mean Jaccard {scores.mean():.3f}; {scores[merged].mean():.3f} where the "
+              f"merged partition is more probable, {scores[~merged].mean():.3f} elsewhere; below the "
+              f"oracle in {below.sum()} replicates ({below[~merged].sum()} of them where the truth is "
+              f"more probable), above it in {(scores > oracle).sum()}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--replicates", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=5000, help="replicate r is drawn with seed + r")
+    parser.add_argument("--compare", metavar="JACCARD_REPLICATES_CSV",
+                        help="split the CDP scores of a paper_tables.py run by the posterior's choice")
+    args = parser.parse_args()
+
+    draws = (make_cdp_case(CASE, random_state=args.seed + rep) for rep in range(args.replicates))
+    oracle, margin, capped = np.array([evaluate(*draw) for draw in draws]).T
+    n_merged = int((margin < 0).sum())
+    q1, median, q3 = np.percentile(margin, [25, 50, 75])
+    print(f"case {CASE}, {args.replicates} draws (seeds {args.seed}..{args.seed + args.replicates - 1})")
+    print(f"(a) oracle (true densities and column/row sets, MAP): mean Jaccard {oracle.mean():.3f} "
+          f"(sd {oracle.std(ddof=1):.3f}; exact in {np.mean(oracle == 1):.0%} of draws)")
+    print(f"(b) row DPMM posterior, true columns: merged partition (small block in background) more "
+          f"probable than the truth in {n_merged}/{args.replicates} draws ({n_merged / args.replicates:.1%})")
+    print(f"(c) log p(truth) - log p(merged): mean {margin.mean():.2f}, quartiles {q1:.2f} / {median:.2f} / "
+          f"{q3:.2f}; oracle that loses the small block where the posterior prefers the merged "
+          f"partition: mean Jaccard {capped.mean():.3f}")
+    if args.compare:
+        compare(args.compare)
+
+
+if __name__ == "__main__":
+    main()
