@@ -193,6 +193,44 @@ def test_niw_rank_one_predictive_matches_the_ratio_of_marginals():
         kappa_n = kernels._niw_add_point(X[n], kappa_n, mean_n, chol_n, work)
 
 
+@pytest.mark.parametrize("gaussian", [False, True])
+def test_point_moves_keep_statistics_and_labels_consistent(gaussian):
+    from conjoined.dpmm.point_moves import point_moves
+    X, _ = gaussian_mixture(1, n=200) if gaussian else multinomial_mixture(1, n=200)
+    data = X if gaussian else sp.csr_matrix(X)
+    prior = (conjoined.NormalInverseWishart() if gaussian else conjoined.Multinomial(0.5)).fitted(X.astype(float))
+    rng = np.random.default_rng(0)
+    backend = backends.LocalBackend(data, np.random.SeedSequence(1).spawn(2))
+    state = sampler.init(backend, 8, prior)
+    opened = closed = 0
+    for _ in range(10):
+        state, o, c = point_moves(state, backend, prior, 0.5, rng, 40)
+        opened, closed = opened + o, closed + c
+        labels = backend.all_labels()
+        whole = state.stats.sum(axis=1)
+        K = whole.n.shape[0]
+        assert labels.max() == K - 1 and np.array_equal(whole.n, np.bincount(labels, minlength=K))
+        np.testing.assert_allclose(whole.s1, np.stack([X[labels == k].sum(axis=0) for k in range(K)]), atol=1e-8)
+
+
+def test_point_moves_close_a_stray_singleton():
+    from conjoined.dpmm.point_moves import point_moves
+    from conjoined.dpmm.sampler import DPMMState
+    X, z = multinomial_mixture(2, n=120, K=3)
+    prior = conjoined.Multinomial(0.5).fitted(X.astype(float))
+    backend = backends.LocalBackend(sp.csr_matrix(X), np.random.SeedSequence(0).spawn(1))
+    labels = z.copy()
+    labels[0] = 3  # point 0 alone in a cluster of its own
+    backend.labels = labels.astype(np.int32)
+    sums = np.stack([X[labels == k].sum(axis=0) for k in range(4)]).astype(float)
+    stats = SufficientStats(np.stack([np.bincount(labels), np.zeros(4)], axis=1),
+                            np.stack([sums, np.zeros_like(sums)], axis=1))
+    state = DPMMState(stats, np.zeros(4, np.int64), np.ones(4, bool))
+    state, opened, closed = point_moves(state, backend, prior, 1.0, np.random.default_rng(0), 120)
+    assert (opened, closed) == (0, 1) and state.age.shape[0] == 3
+    assert normalized_mutual_info_score(z, backend.all_labels()) == pytest.approx(1.0)
+
+
 def test_point_priorities_are_a_fixed_hash_of_seed_and_index():
     a = backends.point_priorities(7, np.arange(1000))
     assert np.array_equal(a[500:], backends.point_priorities(7, np.arange(500, 1000)))

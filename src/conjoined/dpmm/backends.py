@@ -172,6 +172,10 @@ class Shard:
         local = np.flatnonzero(in_clusters)
         return local + self.offset, self._rows(local)
 
+    def rows_at(self, index):
+        """Data rows of the points with global indices ``index`` (sorted, all held here)."""
+        return self._rows(np.asarray(index, np.int64) - self.offset)
+
     def _rows(self, local):
         """Data rows ``local`` (sorted indices): ``SparseRows`` or a dense array."""
         if not self.sparse:

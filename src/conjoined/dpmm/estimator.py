@@ -20,7 +20,11 @@ from . import kernels, sampler
 from .backends import LocalBackend
 from .checkpoint import Checkpointer, data_digest, prior_description
 from .priors import CountPrior, NormalInverseWishart, default_prior
+from .point_moves import point_moves
 from .sams import sams_move
+
+# Collapsed Gibbs updates of single random points per iteration after warm-up (``point_moves.py``).
+POINT_MOVES = 16
 
 
 def seed_sequence(random_state):
@@ -101,8 +105,9 @@ class DPMM(ClusterMixin, BaseEstimator):
         clusters fast on large data but are not exact (a test against enumerated posteriors on a handful of points
         shows the bias). None means ``n_iter // 2``. After warm-up, the parallel pass over the points is an exact
         Gibbs update (anchored: no cluster empties, see ``sampler.py``); every iteration also makes
-        ``exact_moves`` sequentially-allocated split/merge proposals (Dahl 2003), which create and remove
-        clusters, so the iterations after warm-up form an exact MCMC chain.
+        ``exact_moves`` sequentially-allocated split/merge proposals (Dahl 2003) and, after warm-up,
+        collapsed Gibbs updates of 16 random points (Neal 2000, algorithm 3); these create and remove clusters,
+        so the iterations after warm-up form an exact MCMC chain.
     exact_moves : int, default=1
         Exact split/merge proposals per iteration (all iterations).
     init_clusters : int, default=1
@@ -267,6 +272,10 @@ class DPMM(ClusterMixin, BaseEstimator):
                         state, split, merge = sams_move(state, backend, prior, settings.alpha, rng)
                         n_splits += split
                         n_merges += merge
+                    if it >= settings.warmup:
+                        state, opened, closed = point_moves(state, backend, prior, settings.alpha, rng, POINT_MOVES)
+                        n_splits += opened
+                        n_merges += closed
                     K = state.age.shape[0]
                     traces["n_clusters"][it] = K
                     traces["log_posterior"][it] = sampler.log_posterior(prior, settings.alpha,

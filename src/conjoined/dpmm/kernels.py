@@ -319,6 +319,16 @@ def _count_log_predictive(kind, hyper, n, total, sums, indptr, indices, data, i)
 
 
 @njit(cache=True, nogil=True)
+def count_log_predictives(kind, hyper, counts, totals, sums, indptr, indices, data, i):
+    """(K,) log p(x_i | cluster k) for K clusters with point counts ``counts``, grand totals ``totals`` and summed
+    vectors ``sums`` (K, d), by ``_count_log_predictive``."""
+    out = np.empty(counts.shape[0])
+    for k in range(counts.shape[0]):
+        out[k] = _count_log_predictive(kind, hyper, counts[k], totals[k], sums[k], indptr, indices, data, i)
+    return out
+
+
+@njit(cache=True, nogil=True)
 def count_sequential_allocation(indptr, indices, data, kind, hyper, anchors, order, forced, u):
     """Allocate points to two clusters seeded by ``anchors`` (two local point indices), one point at a time.
 

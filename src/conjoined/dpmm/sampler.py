@@ -20,7 +20,8 @@ point (``backends.point_priorities``), each cluster's lowest-ranked member keeps
 may only join clusters whose anchor ranks below it. The ranks are drawn independently of the labels, the anchors
 fix which partitions the pass can reach (no cluster empties, none is created), and on that set the posterior of
 the labels given the weights and parameters is a product over points, so the pass draws it exactly: a Gibbs
-update. Clusters are then created and removed by the exact split/merge moves of ``sams.py``.
+update. Clusters are then created and removed by the exact split/merge moves of ``sams.py`` and the collapsed
+single-point Gibbs moves of ``point_moves.py``.
 
 A cluster may split or merge only once it has had ``burn_out`` passes (and at least one) since it was created or
 reset: its sub-clusters need a pass to fit before a split proposal means anything.

@@ -81,12 +81,18 @@ def _propose_split(state, backend, prior, alpha, rng, k, i, j):
 
 
 def _propose_merge(state, backend, prior, alpha, rng, a, b, i, j):
+    # The log ratio is -split_log_ratio(a | b) + log q with log q <= 0 (the log probability that the allocation
+    # recreates the current split): when the uniform already exceeds the first term, the merge is rejected
+    # without gathering the points, which is the usual case for two well-separated clusters.
+    log_u = np.log(rng.uniform())
+    pair = state.stats.sum(axis=1).take(np.array([a, b]))
+    if log_u >= -split_log_ratio(prior, alpha, pair):
+        return state, 0, 0
     index, points = backend.points_of([a, b])
     anchors, order = _anchored(index, i, j, rng)
     forced = (backend.labels_at(index) == b).astype(np.int8)
     log_q, _, halves = _allocate(prior, points, anchors, order, forced, np.zeros(index.shape[0]))
-    log_ratio = -split_log_ratio(prior, alpha, halves) + log_q
-    if np.log(rng.uniform()) >= log_ratio:
+    if log_u >= -split_log_ratio(prior, alpha, halves) + log_q:
         return state, 0, 0
     K = state.age.shape[0]
     mapping = np.arange(K)
