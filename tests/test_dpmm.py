@@ -147,14 +147,19 @@ def test_split_and_merge_ratios_are_reverse_moves(prior):
     assert split_log_ratio(prior, alpha, both) == pytest.approx(expected_split)
 
 
+def sampler_setup(gaussian, seed, n, n_streams, n_clusters):
+    """(X, prior, local backend, initial state) on a Gaussian or multinomial mixture."""
+    X, _ = gaussian_mixture(seed, n=n) if gaussian else multinomial_mixture(seed, n=n)
+    prior = (conjoined.NormalInverseWishart() if gaussian else conjoined.Multinomial(0.5)).fitted(X.astype(float))
+    backend = backends.LocalBackend(X if gaussian else sp.csr_matrix(X),
+                                    np.random.SeedSequence(seed).spawn(n_streams))
+    return X, prior, backend, sampler.init(backend, n_clusters, prior)
+
+
 @pytest.mark.parametrize("gaussian", [False, True])
 def test_anchored_pass_keeps_anchors_and_only_joins_lower_ranked_anchors(gaussian):
-    X, _ = gaussian_mixture(0, n=300) if gaussian else multinomial_mixture(0, n=300)
-    data = X if gaussian else sp.csr_matrix(X)
-    prior = (conjoined.NormalInverseWishart() if gaussian else conjoined.Multinomial(0.5)).fitted(X.astype(float))
+    X, prior, backend, state = sampler_setup(gaussian, 0, 300, 4, 12)
     rng = np.random.default_rng(0)
-    backend = backends.LocalBackend(data, np.random.SeedSequence(0).spawn(4))
-    state = sampler.init(backend, 12, prior)
     for _ in range(5):
         before = backend.all_labels().copy()
         K = state.stats.n.shape[0]
@@ -196,12 +201,8 @@ def test_niw_rank_one_predictive_matches_the_ratio_of_marginals():
 @pytest.mark.parametrize("gaussian", [False, True])
 def test_point_moves_keep_statistics_and_labels_consistent(gaussian):
     from conjoined.dpmm.point_moves import point_moves
-    X, _ = gaussian_mixture(1, n=200) if gaussian else multinomial_mixture(1, n=200)
-    data = X if gaussian else sp.csr_matrix(X)
-    prior = (conjoined.NormalInverseWishart() if gaussian else conjoined.Multinomial(0.5)).fitted(X.astype(float))
+    X, prior, backend, state = sampler_setup(gaussian, 1, 200, 2, 8)
     rng = np.random.default_rng(0)
-    backend = backends.LocalBackend(data, np.random.SeedSequence(1).spawn(2))
-    state = sampler.init(backend, 8, prior)
     opened = closed = 0
     for _ in range(10):
         state, o, c = point_moves(state, backend, prior, 0.5, rng, 40)
