@@ -319,13 +319,37 @@ def _count_log_predictive(kind, hyper, n, total, sums, indptr, indices, data, i)
 
 
 @njit(cache=True, nogil=True)
-def count_log_predictives(kind, hyper, counts, totals, sums, indptr, indices, data, i):
-    """(K,) log p(x_i | cluster k) for K clusters with point counts ``counts``, grand totals ``totals`` and summed
-    vectors ``sums`` (K, d), by ``_count_log_predictive``."""
-    out = np.empty(counts.shape[0])
-    for k in range(counts.shape[0]):
-        out[k] = _count_log_predictive(kind, hyper, counts[k], totals[k], sums[k], indptr, indices, data, i)
-    return out
+def count_point_moves(indptr, indices, data, kind, hyper, alpha, labels, counts, totals, sums, n_clusters, order, u):
+    """Collapsed Gibbs updates of the points ``order`` (local rows), one after the other (``point_moves.py``).
+
+    ``labels`` (m,) are the points' clusters; ``counts``, ``totals`` (C,) and ``sums`` (C, d) the statistics of
+    clusters 0..n_clusters-1, with spare zero rows after them (C >= n_clusters + m). A point leaves its cluster and
+    joins cluster k with weight N_k p(x | cluster k) or the next spare row with alpha m(x), drawn with ``u[point]``.
+    Everything is updated in place; returns the number of rows in use.
+    """
+    log_p = np.empty(counts.shape[0])
+    for m in order:
+        old = labels[m]
+        counts[old] -= 1.0
+        for p in range(indptr[m], indptr[m + 1]):
+            sums[old, indices[p]] -= data[p]
+            totals[old] -= data[p]
+        for k in range(n_clusters + 1):
+            if k < n_clusters and counts[k] == 0.0:
+                log_p[k] = -np.inf
+                continue
+            weight = math.log(counts[k]) if k < n_clusters else math.log(alpha)
+            log_p[k] = weight + _count_log_predictive(kind, hyper, counts[k], totals[k], sums[k], indptr, indices,
+                                                      data, m)
+        new = _draw(log_p[:n_clusters + 1], u[m])
+        if new == n_clusters:
+            n_clusters += 1
+        labels[m] = new
+        counts[new] += 1.0
+        for p in range(indptr[m], indptr[m + 1]):
+            sums[new, indices[p]] += data[p]
+            totals[new] += data[p]
+    return n_clusters
 
 
 @njit(cache=True, nogil=True)

@@ -18,15 +18,31 @@ from .priors import SufficientStats
 from .sampler import DPMMState
 
 
-def _log_predictives(prior, stats, rows, m):
-    """(K,) log p(x_m | cluster k's points) for the clusters of ``stats`` (batch (K,); empty ones give m(x))."""
-    if isinstance(rows, SparseRows):
-        kind, hyper = prior.kernel_args(rows.n_features)
-        return kernels.count_log_predictives(kind, hyper, stats.n, stats.s1.sum(axis=1), stats.s1,
-                                             rows.indptr, rows.indices, rows.data, m)
-    x = rows[m]
-    with_x = SufficientStats(stats.n + 1.0, stats.s1 + x, stats.s2 + np.outer(x, x))
-    return prior.log_marginal(with_x) - prior.log_marginal(stats)
+def _gaussian_point_moves(prior, alpha, X, labels, counts, sums, outer, n_clusters, order, u):
+    """The Gibbs updates of ``order`` for dense points ``X`` under a NIW prior (statistics updated in place);
+    the predictives are differences of log marginals. Returns the number of cluster slots used."""
+    for m in order:
+        x = X[m]
+        xx = np.outer(x, x)
+        old = labels[m]
+        counts[old] -= 1.0
+        sums[old] -= x
+        outer[old] -= xx
+        # Clusters 0..n_clusters-1 plus one empty slot standing for "a new cluster".
+        live = SufficientStats(counts[:n_clusters + 1], sums[:n_clusters + 1], outer[:n_clusters + 1])
+        with_x = SufficientStats(live.n + 1.0, live.s1 + x, live.s2 + xx)
+        log_p = prior.log_marginal(with_x) - prior.log_marginal(live)
+        with np.errstate(divide="ignore"):
+            log_p[:n_clusters] += np.log(counts[:n_clusters])
+        log_p[n_clusters] += np.log(alpha)
+        p = np.cumsum(np.exp(log_p - log_p.max()))
+        new = min(int(np.searchsorted(p, u[m] * p[-1], side="right")), n_clusters)
+        n_clusters += new == n_clusters
+        labels[m] = new
+        counts[new] += 1.0
+        sums[new] += x
+        outer[new] += xx
+    return n_clusters
 
 
 def point_moves(state, backend, prior, alpha, rng, n_moves):
@@ -37,6 +53,8 @@ def point_moves(state, backend, prior, alpha, rng, n_moves):
     """
     n = backend.n_points
     index = np.sort(rng.choice(n, size=min(n_moves, n), replace=False))
+    order = rng.permutation(index.shape[0])
+    u = rng.random(index.shape[0])
     rows = backend.rows_at(index)
     labels = backend.labels_at(index).astype(np.int64)
     original = labels.copy()
@@ -46,38 +64,14 @@ def point_moves(state, backend, prior, alpha, rng, n_moves):
     d = whole.s1.shape[1]
     counts = np.concatenate([whole.n, np.zeros(capacity - K)])
     sums = np.concatenate([whole.s1, np.zeros((capacity - K, d))])
-    outer = None if whole.s2 is None else np.concatenate([whole.s2, np.zeros((capacity - K, d, d))])
-    n_clusters = K
-    for m in rng.permutation(index.shape[0]):
-        x = rows[m] if outer is not None else None
-        old = labels[m]
-        counts[old] -= 1.0
-        if outer is None:
-            start, stop = rows.indptr[m], rows.indptr[m + 1]
-            sums[old, rows.indices[start:stop]] -= rows.data[start:stop]
-        else:
-            sums[old] -= x
-            outer[old] -= np.outer(x, x)
-        # Clusters 0..n_clusters-1 plus one empty slot standing for "a new cluster".
-        live = SufficientStats(counts[:n_clusters + 1], sums[:n_clusters + 1],
-                               None if outer is None else outer[:n_clusters + 1])
-        log_p = _log_predictives(prior, live, rows, m)
-        with np.errstate(divide="ignore"):
-            log_p[:n_clusters] += np.log(counts[:n_clusters])
-        log_p[n_clusters] += np.log(alpha)
-        p = np.exp(log_p - log_p.max())
-        new = int(np.searchsorted(np.cumsum(p), rng.uniform() * p.sum(), side="right"))
-        new = min(new, n_clusters)
-        if new == n_clusters:
-            n_clusters += 1
-        labels[m] = new
-        counts[new] += 1.0
-        if outer is None:
-            start, stop = rows.indptr[m], rows.indptr[m + 1]
-            sums[new, rows.indices[start:stop]] += rows.data[start:stop]
-        else:
-            sums[new] += x
-            outer[new] += np.outer(x, x)
+    outer = None
+    if isinstance(rows, SparseRows):
+        totals = sums.sum(axis=1)
+        n_clusters = kernels.count_point_moves(rows.indptr, rows.indices, rows.data, *prior.kernel_args(d),
+                                               float(alpha), labels, counts, totals, sums, K, order, u)
+    else:
+        outer = np.concatenate([whole.s2, np.zeros((capacity - K, d, d))])
+        n_clusters = _gaussian_point_moves(prior, alpha, rows, labels, counts, sums, outer, K, order, u)
 
     occupied = counts[:n_clusters] > 0
     compact = np.cumsum(occupied) - 1
