@@ -75,6 +75,7 @@ class Shard:
             work = data.nnz
         else:
             self.values = np.ascontiguousarray(data, dtype=np.float64)
+            self.values32 = self.values.astype(np.float32)
             work = data.shape[0] * data.shape[1] ** 2
         self.n, self.d = data.shape
         self.streams = shard_bounds(self.n, len(seeds))
@@ -141,8 +142,13 @@ class Shard:
             ]))
             # The kernel's matrix products are small and run inside numba's threads: BLAS must not add its own.
             with threadpool_limits(1, user_api="blas"):
-                labels, sublabels, counts, sums, outer = kernel(
-                    self.values, *params, log_w, *sub_params, sub_log_w, random_sub, *restriction, u, bounds,
+                mu, chol_prec, log_det = params
+            sub_mu, sub_chol_prec, sub_log_det = sub_params
+            single = np.float32
+            labels, sublabels, counts, sums, outer = kernel(
+                    self.values, self.values32, mu.astype(single), chol_prec.astype(single), log_det, log_w,
+                    sub_mu.astype(single), sub_chol_prec.astype(single), sub_log_det, sub_log_w, random_sub,
+                    *restriction, u, bounds,
                 )
             stats = None
             block_stream = np.searchsorted(self.streams, bounds[:-1], side="right") - 1

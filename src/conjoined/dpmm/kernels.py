@@ -194,7 +194,7 @@ def _gaussian_block_scores(Xb, mu, chol_prec, log_det, log_w):
     out = np.empty((B, K))
     const = -0.5 * d * math.log(2.0 * math.pi)
     for k in range(K):
-        z = np.dot(Xb - mu[k], chol_prec[k].T)
+        z = np.dot(Xb - mu[k], chol_prec[k].T)  # float32 for float32 inputs
         for i in range(B):
             quad = 0.0
             for a in range(d):
@@ -203,14 +203,16 @@ def _gaussian_block_scores(Xb, mu, chol_prec, log_det, log_w):
     return out
 
 
-def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, sub_log_det, sub_log_w, random_sub,
-                     current, priority, anchor_priority, anchor_index, first_index, u, bounds):
+def _assign_gaussian(X, X32, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, sub_log_det, sub_log_w,
+                     random_sub, current, priority, anchor_priority, anchor_index, first_index, u, bounds):
     """One restricted-Gibbs pass over dense Gaussian points X (n, d).
 
     Cluster parameters: ``mu`` (K, d), ``chol_prec`` (K, d, d) upper-triangular U with U^T U the precision,
     ``log_det`` (K,) = log|U|; sub-cluster parameters likewise with 2K entries (2k, 2k+1 for cluster k);
     ``current``, ``priority``, ``anchor_priority``, ``anchor_index``, ``first_index`` as in ``assign_counts``.
-    Scores, sub-cluster scores and outer-product sums are matrix products over a block's points (BLAS).
+    Scores, sub-cluster scores and outer-product sums are matrix products over a block's points (BLAS). Scores
+    use ``X32``, X in float32 (the whitened differences need no more; it halves their cost), with float32
+    parameters; the statistics are summed from X in float64.
 
     Returns labels (n,), sublabels (n,), and per block of ``bounds``: counts (n_blocks, 2K), sums
     (n_blocks, 2K, d), outer-product sums (n_blocks, 2K, d, d).
@@ -226,7 +228,7 @@ def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, su
     for b in prange(n_blocks):
         lo, hi = bounds[b], bounds[b + 1]
         Xb = X[lo:hi]
-        scores = _gaussian_block_scores(Xb, mu, chol_prec, log_det, log_w)
+        scores = _gaussian_block_scores(X32[lo:hi], mu, chol_prec, log_det, log_w)
         for i in range(lo, hi):
             k = _anchored_label(i, current, anchor_priority, anchor_index, first_index)
             if k < 0:
@@ -241,11 +243,11 @@ def _assign_gaussian(X, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_prec, su
             Xk = Xb[members]
             side = np.empty(members.shape[0], np.int8)
             if random_sub[k]:
-                projection = np.dot(Xk, sub_mu[2 * k])
+                projection = np.dot(Xk, sub_mu[2 * k].astype(np.float64))
                 for m in range(members.shape[0]):
                     side[m] = 1 if projection[m] > sub_log_det[2 * k] else 0
             else:
-                sub = _gaussian_block_scores(Xk, sub_mu[2 * k:2 * k + 2], sub_chol_prec[2 * k:2 * k + 2],
+                sub = _gaussian_block_scores(X32[lo:hi][members], sub_mu[2 * k:2 * k + 2], sub_chol_prec[2 * k:2 * k + 2],
                                              sub_log_det[2 * k:2 * k + 2], sub_log_w[2 * k:2 * k + 2])
                 for m in range(members.shape[0]):
                     side[m] = _draw(sub[m], u[lo + members[m], 1])
