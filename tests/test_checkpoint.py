@@ -7,25 +7,11 @@ import textwrap
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
+from mixtures import DATA, count_mixture
 
 import conjoined
 from conjoined.dpmm import estimator, sampler
 
-
-def count_mixture(seed=0, n=240, K=4, d=60, total=60):
-    rng = np.random.default_rng(seed)
-    theta = rng.dirichlet(np.full(d, 0.3), size=K)
-    return sp.csr_matrix(np.stack([rng.multinomial(total, theta[k]) for k in np.arange(n) % K]))
-
-
-def gaussian_mixture(seed=0, n=300, K=5, d=3):
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(scale=8.0, size=(K, d))
-    return centres[np.arange(n) % K] + rng.standard_normal((n, d))
-
-
-DATA = {"counts": count_mixture, "gaussian": gaussian_mixture}
 PARAMS = {"n_iter": 24, "random_state": 5, "n_shards": 4, "warmup": 12}
 
 
@@ -98,7 +84,7 @@ def test_fit_killed_in_a_subprocess_resumes(tmp_path):
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         import conjoined
         from conjoined.dpmm import estimator
-        from test_checkpoint import count_mixture, PARAMS
+        from test_checkpoint import PARAMS, count_mixture
         original, calls = estimator.sams_move, []
         def move(*args):
             calls.append(1)

@@ -7,27 +7,14 @@ import sys
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 import conjoined
 
 distributed = pytest.importorskip("distributed")
+from mixtures import DATA, count_mixture, gaussian_mixture
+
 from conjoined.dpmm.dask_backend import DaskBackend
 
-
-def count_mixture(seed=0, n=240, K=4, d=60, total=60):
-    rng = np.random.default_rng(seed)
-    theta = rng.dirichlet(np.full(d, 0.3), size=K)
-    return sp.csr_matrix(np.stack([rng.multinomial(total, theta[k]) for k in np.arange(n) % K]))
-
-
-def gaussian_mixture(seed=0, n=300, K=5, d=3):
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(scale=8.0, size=(K, d))
-    return centres[np.arange(n) % K] + rng.standard_normal((n, d))
-
-
-DATA = {"counts": count_mixture, "gaussian": gaussian_mixture}
 PARAMS = {"n_iter": 24, "random_state": 7, "n_shards": 6, "warmup": 12}
 
 
