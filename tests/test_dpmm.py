@@ -147,6 +147,38 @@ def test_split_and_merge_ratios_are_reverse_moves(prior):
     assert split_log_ratio(prior, alpha, both) == pytest.approx(expected_split)
 
 
+@pytest.mark.parametrize("prior", [conjoined.Multinomial(0.5), conjoined.PoissonGamma(1.0, 0.3),
+                                   conjoined.NormalInverseWishart(1.0, np.zeros(3), 6.0, np.eye(3))])
+def test_batched_ratios_equal_the_single_ones(prior, monkeypatch):
+    rng = np.random.default_rng(1)
+    gaussian = isinstance(prior, conjoined.NormalInverseWishart)
+    X = rng.normal(size=(30, 3)) if gaussian else rng.poisson(3.0, size=(30, 3)).astype(float)
+    labels = np.arange(30) % 5
+    clusters = [np.flatnonzero(labels == k) for k in range(5)]
+    cluster_stats = [SufficientStats(np.array(float(len(r))), X[r].sum(axis=0), X[r].T @ X[r] if gaussian else None)
+                     for r in clusters]
+    stacked = SufficientStats(np.stack([c.n for c in cluster_stats]), np.stack([c.s1 for c in cluster_stats]),
+                              np.stack([c.s2 for c in cluster_stats]) if gaussian else None)
+    first, second = np.triu_indices(5, 1)
+    monkeypatch.setattr(sampler, "MERGE_CHUNK_VALUES", 7)  # several chunks
+    batched = sampler.merge_log_ratios(prior, 0.7, stacked, first, second)
+    single = [merge_log_ratio(prior, 0.7, cluster_stats[a], cluster_stats[b]) for a, b in zip(first, second)]
+    assert batched == pytest.approx(single)
+    # Sub-clusters: the two halves of each cluster; one cluster with an empty half cannot split.
+    halves = SufficientStats(np.stack([[c.n // 2, c.n - c.n // 2] for c in cluster_stats]),
+                             np.stack([[X[r[:len(r) // 2]].sum(axis=0), X[r[len(r) // 2:]].sum(axis=0)]
+                                       for r in clusters]),
+                             np.stack([[X[r[:len(r) // 2]].T @ X[r[:len(r) // 2]], X[r[len(r) // 2:]].T @ X[r[len(r) // 2:]]]
+                                       for r in clusters]) if gaussian else None)
+    halves.n[0] = (0.0, 6.0)
+    halves.s1[0] = (np.zeros(3), X[clusters[0]].sum(axis=0))
+    if gaussian:
+        halves.s2[0] = (np.zeros((3, 3)), X[clusters[0]].T @ X[clusters[0]])
+    batched = sampler.split_log_ratios(prior, 0.7, halves)
+    assert batched[0] == -np.inf
+    assert batched[1:] == pytest.approx([split_log_ratio(prior, 0.7, halves.take(k)) for k in range(1, 5)])
+
+
 def sampler_setup(gaussian, seed, n, n_streams, n_clusters):
     """(X, prior, local backend, initial state) on a Gaussian or multinomial mixture."""
     X, _ = gaussian_mixture(seed, n=n) if gaussian else multinomial_mixture(seed, n=n)

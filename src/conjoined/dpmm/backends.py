@@ -10,17 +10,18 @@ shard per stream on its workers.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from . import kernels
 from .priors import SufficientStats
 
 # Blocks per stream for float (Gaussian) statistics: fixed, so that sums do not depend on the thread count.
-GAUSSIAN_BLOCKS = 8
+GAUSSIAN_BLOCKS = 2
 # Below this many non-zeros (or points x features) a pass runs single-threaded: thread start-up would dominate.
 PARALLEL_MIN_WORK = 200_000
 
@@ -140,12 +141,12 @@ class Shard:
                 np.linspace(a, b, GAUSSIAN_BLOCKS + 1).astype(np.int64)
                 for a, b in zip(self.streams[:-1], self.streams[1:])
             ]))
-            # The kernel's matrix products are small and run inside numba's threads: BLAS must not add its own.
-            with threadpool_limits(1, user_api="blas"):
-                mu, chol_prec, log_det = params
+            mu, chol_prec, log_det = params
             sub_mu, sub_chol_prec, sub_log_det = sub_params
             single = np.float32
-            labels, sublabels, counts, sums, outer = kernel(
+            # The kernel's matrix products are small and run inside numba's threads: BLAS must not add its own.
+            with _blas_controller().limit(limits=1, user_api="blas"):
+                labels, sublabels, counts, sums, outer = kernel(
                     self.values, self.values32, mu.astype(single), chol_prec.astype(single), log_det, log_w,
                     sub_mu.astype(single), sub_chol_prec.astype(single), sub_log_det, sub_log_w, random_sub,
                     *restriction, u, bounds,
@@ -187,6 +188,15 @@ class Shard:
         if not self.sparse:
             return self.values[local]
         return SparseRows(*kernels.csr_take_rows(self.indptr, self.indices, self.values, local), self.d)
+
+
+@functools.cache
+def _blas_controller():
+    """The process's BLAS libraries, found once (threadpoolctl's look-up costs milliseconds per call), including
+    SciPy's, which numba's ``np.dot`` calls."""
+    import scipy.linalg.cython_blas  # noqa: F401  (loads that library before the look-up)
+
+    return ThreadpoolController()
 
 
 def _as_stats(counts, sums, outer, K):

@@ -15,7 +15,8 @@ draw is an exact Gibbs update given the parameters. With it empty (warm-up) ever
 Sub-labels of a cluster flagged in ``random_sub`` (a reset) are not drawn from sub-cluster parameters: the
 point's side of a hyperplane decides, whose normal and offset travel in the sub-cluster parameter slot 2k (the
 log-rate column and the offset for counts, the mean and the log-determinant for Gaussians; see
-``sampler.sample_kernel_params``). Sub-labels are auxiliary: this only shapes the split proposals of warm-up.
+``sampler.sample_kernel_params``). Sub-labels are auxiliary: this only shapes the split proposals of warm-up. Sub-cluster parameters with no
+features (the exact phase, which has no sub-cluster moves) mean no sub-labels: every point gets sub-label 0.
 """
 
 from __future__ import annotations
@@ -66,6 +67,18 @@ def _mask_unreachable(scores, i, priority, anchor_priority, anchor_index, first_
     for k in range(scores.shape[0]):
         if anchor_priority[k] > p or (anchor_priority[k] == p and anchor_index[k] > first_index + i):
             scores[k] = -np.inf
+
+
+@njit(cache=True, nogil=True)
+def cluster_anchors(labels, priority, n_clusters):
+    """(n_clusters,) int64 index of each cluster's member of lowest ``priority`` (ties: lowest index); -1 where
+    a cluster has no member."""
+    anchor = np.full(n_clusters, -1, np.int64)
+    for i in range(labels.shape[0]):
+        k = labels[i]
+        if anchor[k] < 0 or priority[i] < priority[anchor[k]]:
+            anchor[k] = i
+    return anchor
 
 
 @njit(cache=True, nogil=True)
@@ -121,6 +134,7 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
     sublabels = np.empty(n, np.int8)
     block_counts = np.zeros((n_blocks, 2 * K))
     block_sums = np.zeros((n_blocks, 2 * K, d))
+    no_sub = sub_log_rate_t.shape[0] == 0
     for b in prange(n_blocks):
         scores = np.empty(K)
         sub = np.empty(2)
@@ -132,7 +146,9 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
                     scores[c] += offset[c] + log_w[c]
                 _mask_unreachable(scores, i, priority, anchor_priority, anchor_index, first_index)
                 k = _draw(scores, u[i, 0])
-            if random_sub[k]:
+            if no_sub:
+                s = 0
+            elif random_sub[k]:
                 projection = 0.0
                 for p in range(indptr[i], indptr[i + 1]):
                     projection += data[p] * sub_log_rate_t[indices[p], 2 * k]
@@ -225,6 +241,7 @@ def _assign_gaussian(X, X32, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_pre
     block_counts = np.zeros((n_blocks, 2 * K))
     block_sums = np.zeros((n_blocks, 2 * K, d))
     block_outer = np.zeros((n_blocks, 2 * K, d, d))
+    no_sub = sub_mu.shape[1] == 0
     for b in prange(n_blocks):
         lo, hi = bounds[b], bounds[b + 1]
         Xb = X[lo:hi]
@@ -241,8 +258,10 @@ def _assign_gaussian(X, X32, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_pre
             if members.shape[0] == 0:
                 continue
             Xk = Xb[members]
-            side = np.empty(members.shape[0], np.int8)
-            if random_sub[k]:
+            side = np.zeros(members.shape[0], np.int8)
+            if no_sub:
+                pass
+            elif random_sub[k]:
                 projection = np.dot(Xk, sub_mu[2 * k].astype(np.float64))
                 for m in range(members.shape[0]):
                     side[m] = 1 if projection[m] > sub_log_det[2 * k] else 0

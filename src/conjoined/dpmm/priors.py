@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import gammaln, multigammaln
+from scipy.special import gammaln
 
 from .._validation import check_positive
 
@@ -259,11 +259,10 @@ class NormalInverseWishart:
         kappa_n, _, nu_n, psi_n = self.posterior(stats)
         logdet_psi = 2.0 * np.log(np.diagonal(np.linalg.cholesky(psi))).sum()
         logdet_n = 2.0 * np.log(np.diagonal(np.linalg.cholesky(psi_n), axis1=-2, axis2=-1)).sum(axis=-1)
-        mvlgamma = np.vectorize(lambda v: multigammaln(v, d), otypes=[np.float64])
         return (
             -0.5 * stats.n * d * np.log(np.pi)
-            + mvlgamma(nu_n / 2.0)
-            - multigammaln(nu / 2.0, d)
+            + log_multigamma(nu_n / 2.0, d)
+            - log_multigamma(nu / 2.0, d)
             + 0.5 * nu * logdet_psi
             - 0.5 * nu_n * logdet_n
             + 0.5 * d * (np.log(kappa) - np.log(kappa_n))
@@ -301,6 +300,12 @@ class NormalInverseWishart:
         lower = np.linalg.cholesky(np.linalg.inv(params["covariance"]))
         chol_prec = np.swapaxes(lower, -1, -2)
         return params["mean"], chol_prec, np.log(np.diagonal(chol_prec, axis1=-2, axis2=-1)).sum(axis=-1)
+
+
+def log_multigamma(a, d):
+    """log Gamma_d(a) = d(d-1)/4 log(pi) + sum_{j<d} lgamma(a - j/2), elementwise over the array ``a``."""
+    a = np.asarray(a, dtype=np.float64)
+    return 0.25 * d * (d - 1) * np.log(np.pi) + gammaln(a[..., None] - 0.5 * np.arange(d)).sum(axis=-1)
 
 
 def _sample_wishart(rng, df, scale):

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln
 
+from . import kernels
 from .backends import point_priorities
 from .priors import SufficientStats, sample_log_dirichlet
 
@@ -63,15 +64,18 @@ def split_log_ratio(prior, alpha, sub_stats):
 
     log H = log alpha + lgamma(N_l) + log m(X_l) + lgamma(N_r) + log m(X_r) - lgamma(N) - log m(X)
     """
-    n_l, n_r = sub_stats.n
-    if n_l == 0 or n_r == 0:
-        return -np.inf
-    whole = sub_stats.sum(axis=0)
+    return float(split_log_ratios(prior, alpha, sub_stats.take(np.array([[0, 1]])))[0])
+
+
+def split_log_ratios(prior, alpha, sub_stats):
+    """``split_log_ratio`` of each of a batch of clusters: ``sub_stats`` batch shape (B, 2); returns (B,)
+    (-inf where a sub-cluster is empty)."""
+    n_l, n_r = sub_stats.n[:, 0].astype(np.float64), sub_stats.n[:, 1].astype(np.float64)
     parts = prior.log_marginal(sub_stats)
-    return float(
-        np.log(alpha) + gammaln(n_l) + parts[0] + gammaln(n_r) + parts[1] - gammaln(n_l + n_r)
-        - prior.log_marginal(whole)
-    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_h = (np.log(alpha) + gammaln(n_l) + parts[:, 0] + gammaln(n_r) + parts[:, 1] - gammaln(n_l + n_r)
+                 - prior.log_marginal(sub_stats.sum(axis=1)))
+    return np.where((n_l > 0) & (n_r > 0), log_h, -np.inf)
 
 
 def merge_log_ratio(prior, alpha, stats_i, stats_j):
@@ -82,11 +86,31 @@ def merge_log_ratio(prior, alpha, stats_i, stats_j):
             - lgamma(N_i + N_j + alpha)
     The last line is the sub-cluster weights' proposal term: the reverse of ``split_log_ratio`` up to it.
     """
-    n_i, n_j = float(stats_i.n), float(stats_j.n)
-    both = SufficientStats(np.array([n_i, n_j]), np.stack([stats_i.s1, stats_j.s1]),
+    both = SufficientStats(np.array([float(stats_i.n), float(stats_j.n)]), np.stack([stats_i.s1, stats_j.s1]),
                            None if stats_i.s2 is None else np.stack([stats_i.s2, stats_j.s2]))
-    return -split_log_ratio(prior, alpha, both) + float(
-        gammaln(alpha) - 2 * gammaln(alpha / 2) + gammaln(n_i + alpha / 2) + gammaln(n_j + alpha / 2)
+    return float(merge_log_ratios(prior, alpha, both, np.array([0]), np.array([1]))[0])
+
+
+# Pairs whose merged statistics are formed at once in ``merge_log_ratios`` are chunked to about this many values.
+MERGE_CHUNK_VALUES = 1 << 21
+
+
+def merge_log_ratios(prior, alpha, cluster_stats, first, second):
+    """``merge_log_ratio`` of the pairs ``(first[p], second[p])`` of clusters in ``cluster_stats`` (batch (K,)),
+    vectorised: (P,) log ratios. Each cluster's own marginal is computed once."""
+    n = cluster_stats.n.astype(np.float64)
+    own = prior.log_marginal(cluster_stats)
+    values_per_pair = int(np.prod(cluster_stats.s1.shape[1:])) + (
+        0 if cluster_stats.s2 is None else int(np.prod(cluster_stats.s2.shape[1:])))
+    chunk = max(1, MERGE_CHUNK_VALUES // values_per_pair)
+    merged = np.empty(first.shape[0])
+    for lo in range(0, first.shape[0], chunk):
+        a, b = first[lo:lo + chunk], second[lo:lo + chunk]
+        merged[lo:lo + chunk] = prior.log_marginal(cluster_stats.take(a) + cluster_stats.take(b))
+    n_i, n_j = n[first], n[second]
+    return (
+        gammaln(n_i + n_j) - gammaln(n_i) - gammaln(n_j) + merged - own[first] - own[second] - np.log(alpha)
+        + gammaln(alpha) - 2 * gammaln(alpha / 2) + gammaln(n_i + alpha / 2) + gammaln(n_j + alpha / 2)
         - gammaln(n_i + n_j + alpha)
     )
 
@@ -123,8 +147,8 @@ def sample_kernel_params(state, prior, alpha, rng, with_subclusters=True):
     The weights leave out the DP's remaining mass ``pi_rest``: no pass creates a cluster, and the normalised
     weights of the K clusters are ``Dir(N_1..N_K)``.
 
-    Without sub-clusters (no sub-cluster moves to feed) their parameters are placeholders and every cluster's
-    sub-labels are drawn at random, which skips their scores in the pass.
+    Without sub-clusters (no sub-cluster moves to feed) their parameters have no features, which tells the pass to
+    skip sub-labels (all 0).
     """
     stats = state.stats
     cluster_stats = stats.sum(axis=1)
@@ -139,7 +163,7 @@ def sample_kernel_params(state, prior, alpha, rng, with_subclusters=True):
         _hyperplane_resets(sub_params, random_sub, cluster_stats, rng)
     else:
         sub_log_w = np.zeros(2 * K)
-        sub_params = tuple(np.zeros((2 * K,) + p.shape[1:]) for p in params)
+        sub_params = tuple(np.zeros((2 * K,) + tuple(0 for _ in p.shape[1:])) for p in params)
         random_sub = np.ones(K, bool)
     return params, log_w, sub_params, sub_log_w, random_sub
 
@@ -163,10 +187,8 @@ def anchors(labels, n_clusters, rng):
     """``(seed, anchor_priority (K,), anchor_index (K,))`` for an anchored pass over points with ``labels``."""
     seed = int(rng.integers(2**63))
     priority = point_priorities(seed, np.arange(labels.shape[0]))
-    order = np.lexsort((np.arange(labels.shape[0]), priority, labels))
-    first = np.flatnonzero(np.r_[True, labels[order][1:] != labels[order][:-1]])
-    anchor_index = order[first].astype(np.int64)
-    if anchor_index.shape[0] != n_clusters:
+    anchor_index = kernels.cluster_anchors(labels, priority, n_clusters)
+    if (anchor_index < 0).any():
         raise RuntimeError("an anchored pass needs every cluster occupied")
     return seed, priority[anchor_index], anchor_index
 
@@ -224,28 +246,39 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
         return len(n_list) - 1
 
     splits = []
-    for k in np.flatnonzero(split_ok):
+    proposed = np.flatnonzero(split_ok)
+    split_log_h = split_log_ratios(prior, alpha, stats.take(proposed)) if proposed.shape[0] else []
+    for k, log_h_k in zip(proposed, split_log_h):
         sub = stats.take(k)
-        if np.log(rng.uniform()) < split_log_ratio(prior, alpha, sub):
+        if np.log(rng.uniform()) < log_h_k:
             new = append_cluster()
             right = sub.take(1)
             set_cluster(k, sub.take(0), empty_like(k), True)
             set_cluster(new, right, empty_like(k), True)
             splits.append((int(k), new))
             merge_ok[k] = False
+        else:
+            # Sub-clusters that straddle two components look alike and never separate by themselves: start
+            # them again from a fresh hyperplane.
+            set_cluster(k, whole(k), empty_like(k), True)
 
     mapping = np.arange(len(n_list))
     n_merges = 0
     candidates = np.flatnonzero(merge_ok)
+    # Candidates are neither split nor touched before their merge test: their ratios can be computed at once.
+    log_h = np.empty((candidates.shape[0], candidates.shape[0]))
+    if candidates.shape[0] > 1:
+        first, second = np.triu_indices(candidates.shape[0], 1)
+        log_h[first, second] = merge_log_ratios(prior, alpha, stats.take(candidates).sum(axis=1), first, second)
     for a_pos, i in enumerate(candidates):
         if not merge_ok[i]:
             continue
-        for j in candidates[a_pos + 1:]:
+        for b_pos in range(a_pos + 1, candidates.shape[0]):
+            j = candidates[b_pos]
             if not merge_ok[j]:
                 continue
-            stats_i, stats_j = whole(i), whole(j)
-            if np.log(rng.uniform()) < merge_log_ratio(prior, alpha, stats_i, stats_j):
-                set_cluster(i, stats_i, stats_j, False)
+            if np.log(rng.uniform()) < log_h[a_pos, b_pos]:
+                set_cluster(i, whole(i), whole(j), False)
                 n_list[j] = np.zeros(2)
                 mapping[j] = i
                 merge_ok[i] = merge_ok[j] = False
