@@ -100,10 +100,25 @@ def test_the_papers_pipeline_runs_as_an_option():
     (np.ones((3, 3)), {"mode": "fast"}, "mode"),
     (np.ones((3, 3)), {"row_likelihood": "gauss"}, "row_likelihood"),
     (np.ones((3, 3)), {"n_iter": 0}, "n_iter"),
+    (np.ones((3, 3)), {"refine": "yes"}, "refine"),
 ])
 def test_bad_input_is_named(X, params, message):
     with pytest.raises(ValueError, match=message):
         CDP(**params).fit(X)
+
+
+def test_refine_works_on_block_labels_and_leaves_the_mixtures_labels():
+    X, _, _ = make_cdp_case(2, random_state=0, shuffle=True)
+    plain = CDP(refine=False, random_state=0).fit(X)
+    np.testing.assert_array_equal(plain.block_row_labels_, plain.row_labels_)
+    np.testing.assert_array_equal(plain.block_column_labels_, plain.column_labels_)
+    refined = CDP(random_state=0).fit(X)
+    np.testing.assert_array_equal(refined.row_labels_, plain.row_labels_)
+    np.testing.assert_array_equal(refined.column_labels_, plain.column_labels_)
+    for pair, rows, columns in zip(refined.bicluster_pairs_, refined.rows_, refined.columns_):
+        # a bicluster holds its block of the refined partitions (and may add overlapping outsiders)
+        assert rows[refined.block_row_labels_ == pair[0]].all()
+        assert columns[refined.block_column_labels_ == pair[1]].all()
 
 
 def test_input_is_not_modified():

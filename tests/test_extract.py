@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from conjoined.extract import Biclusters, extract_biclusters, topic_parameters
+from conjoined.extract import Biclusters, extract_biclusters, refine_partition, topic_parameters
 from conjoined.reassign import TokenCounts, reassign_tokens
 
 # Two row and two column topics; rows/columns 0-1 form a heavy block. N = 28, density 28 / 16 = 1.75.
@@ -118,6 +118,37 @@ def test_significance_rule_keeps_identical_biclusters_once():
     found = extract_biclusters(X, counts, row_labels=rows, column_labels=cols)
     assert found.pairs.shape == (1, 2)
     np.testing.assert_array_equal(found.rows[0], np.arange(8) < 4)
+
+
+def test_refine_partition_moves_a_borderline_row_into_its_block():
+    # Block rows 0-3 x cols 0-3 at 10 per cell (row 3 at 8), background 4; the partition left row 3 out.
+    X = np.full((12, 8), 4)
+    X[:3, :4] = 10
+    X[3, :4] = 8
+    rows = np.array([0, 0, 0] + [1] * 9)
+    cols = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    refined_rows, refined_cols = refine_partition(X, rows, cols)
+    np.testing.assert_array_equal(refined_rows, [0, 0, 0, 0] + [1] * 8)
+    np.testing.assert_array_equal(refined_cols, cols)
+    # a row at the background in the block's columns stays out; already right: nothing moves
+    again = refine_partition(X, refined_rows, refined_cols)
+    np.testing.assert_array_equal(again[0], refined_rows)
+    np.testing.assert_array_equal(again[1], refined_cols)
+
+
+def test_refine_partition_without_heavy_blocks_or_rounds_changes_nothing_and_keeps_set_aside_items():
+    X = np.full((6, 6), 3)
+    rows = np.array([0, 0, 1, 1, 2, -1])
+    cols = np.array([0, 1, 1, 0, -1, 1])
+    for refined, given in zip(refine_partition(X, rows, cols), (rows, cols)):
+        np.testing.assert_array_equal(refined, given)
+    X = np.full((12, 8), 4)
+    X[:4, :4] = 10
+    rows = np.array([0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, -1])
+    cols = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    refined_rows, _ = refine_partition(X, rows, cols)
+    assert refined_rows[-1] == -1 and refined_rows[3] == 0
+    np.testing.assert_array_equal(refine_partition(X, rows, cols, n_rounds=0)[0], rows)
 
 
 def test_paper_code_rule_by_hand():

@@ -9,7 +9,9 @@ Pipeline (DESIGN.md section 1):
    labels are those of the last iteration with that K;
 4. token reassignment: each token starts at (row label, column label) and is resampled by the collapsed Gibbs
    update of the dual-topic model, K fixed;
-5. phi, theta and memberships from the token counts, and biclusters by significance of each (k, l) block.
+5. phi, theta and memberships from the token counts, and biclusters by significance of each (k, l) block of
+   the partitions, after a refinement of the partitions under the block model (``refine``; see
+   ``conjoined.extract.refine_partition``).
 
 ``mode="paper"`` runs the published pipeline instead (independent multinomial DPMMs on the raw matrix, then the
 same reassignment and extraction unless set otherwise), for comparison.
@@ -30,7 +32,7 @@ from ._progress import progress_bar
 from ._validation import check_int, check_matrix, check_positive
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.estimator import seed_sequence
-from .extract import extract_biclusters, topic_parameters
+from .extract import extract_biclusters, refine_partition, topic_parameters
 from .reassign import reassign_tokens
 
 LIKELIHOODS = ("poisson", "multinomial")
@@ -131,6 +133,13 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     z_min, min_size : float, int or None
         Thresholds of the significance rule (None: its defaults: z_min 3, raised to the 1% family-wise level
         over the blocks tested; min_size 2).
+    refine : bool, default=True
+        Before the significance rule, refine the row and column partitions under the block model it assumes
+        (heavy blocks at their own density, background elsewhere; soft EM, rows then columns;
+        ``conjoined.extract.refine_partition``). The DP mixtures' posterior summary tends to leave borderline
+        rows of a small block out; this decides them by their likelihood under the blocks' densities. It does
+        not change ``row_labels_`` and ``column_labels_`` (the mixtures' partitions); the refined partitions
+        are ``block_row_labels_`` and ``block_column_labels_``. Ignored by ``extraction="paper-code"``.
     mode : {"conjoined", "paper"}, default="conjoined"
         "paper" forces the published pipeline: independent multinomial mixtures on the raw matrix, no
         conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given.
@@ -156,7 +165,11 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     theta_ : (K_r, K_c) joint distribution of a token's (row topic, column topic).
     phi_rows_ : (n_rows, K_r), phi_columns_ : (n_cols, K_c), each topic's distribution over rows/columns.
     row_membership_ : (n_rows, K_r) share of each row's tokens in each row topic; column_membership_ likewise.
-    bicluster_pairs_ : (n_biclusters, 2) the (k, l) of each bicluster; bicluster_strength_ : (n_biclusters,).
+    block_row_labels_, block_column_labels_ : the partitions the significance rule worked on (the refined
+        ones with ``refine=True``, otherwise ``row_labels_``, ``column_labels_``); cluster indices as there, a
+        cluster may be empty.
+    bicluster_pairs_ : (n_biclusters, 2) the (k, l) of each bicluster (indices of ``block_row_labels_``,
+        ``block_column_labels_``); bicluster_strength_ : (n_biclusters,).
     row_k_posterior_, column_k_posterior_ : dict {K: posterior probability}.
     row_dpmm_, column_dpmm_ : the last fitted DPMM of each side, with its traces.
     token_counts_ : TokenCounts (n_kl, n_ik, n_jl) after the reassignment.
@@ -165,8 +178,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",
                  row_beta=1.0, column_beta=1.0, n_iter=150, n_rounds=2, n_reassign=20, a_r=0.1, a_c=0.1,
                  lam=0.1, reassign_method="gibbs", extraction="significance", z_min=None, min_size=None,
-                 mode="conjoined", random_state=None, n_jobs=None, verbose=False, n_shards=16, backend="local",
-                 client=None, address=None, checkpoint=None):
+                 refine=True, mode="conjoined", random_state=None, n_jobs=None, verbose=False, n_shards=16,
+                 backend="local", client=None, address=None, checkpoint=None):
         self.row_alpha = row_alpha
         self.column_alpha = column_alpha
         self.row_likelihood = row_likelihood
@@ -183,6 +196,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         self.extraction = extraction
         self.z_min = z_min
         self.min_size = min_size
+        self.refine = refine
         self.mode = mode
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -199,6 +213,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         check_int(self.n_iter, "n_iter", minimum=1)
         check_int(self.n_rounds, "n_rounds", minimum=0)
         check_int(self.n_reassign, "n_reassign", minimum=0)
+        if not isinstance(self.refine, (bool, np.bool_)):
+            raise ValueError(f"refine must be True or False, got {self.refine!r}")
         for name, allowed in (("row_likelihood", LIKELIHOODS), ("column_likelihood", LIKELIHOODS),
                               ("mode", MODES), ("reassign_method", ("gibbs", "paper-code")),
                               ("extraction", ("significance", "paper-code"))):
@@ -267,14 +283,20 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         finally:
             bar.close()
         params = topic_parameters(counts, a_r=self.a_r, a_c=self.a_c, lam=self.lam)
+        block_rows, block_cols = row_labels, col_labels
         if self.extraction == "significance":
-            found = extract_biclusters(core, counts, rule="significance", row_labels=row_labels,
-                                       column_labels=col_labels, z_min=self.z_min, min_size=self.min_size)
+            if self.refine:
+                block_rows, block_cols = refine_partition(core, row_labels, col_labels, z_min=self.z_min,
+                                                          min_size=self.min_size)
+            found = extract_biclusters(core, counts, rule="significance", row_labels=block_rows,
+                                       column_labels=block_cols, z_min=self.z_min, min_size=self.min_size)
         else:
             found = extract_biclusters(core, counts, rule="paper-code", a_r=self.a_r, a_c=self.a_c)
 
         self.row_labels_ = _expand(row_labels, row_index, n_rows, -1)
         self.column_labels_ = _expand(col_labels, col_index, n_cols, -1)
+        self.block_row_labels_ = _expand(np.asarray(block_rows, np.int64), row_index, n_rows, -1)
+        self.block_column_labels_ = _expand(np.asarray(block_cols, np.int64), col_index, n_cols, -1)
         self.n_row_clusters_, self.n_column_clusters_ = int(K_r), int(K_c)
         self.theta_ = params.theta
         self.phi_rows_ = _expand(params.phi_rows, row_index, n_rows, 0.0)

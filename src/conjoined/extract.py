@@ -46,11 +46,14 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import logsumexp
 from scipy.stats import norm
 
 from ._validation import check_int, check_matrix, check_positive
 
-__all__ = ["RULES", "Biclusters", "TopicParameters", "extract_biclusters", "topic_parameters"]
+__all__ = [
+    "RULES", "Biclusters", "TopicParameters", "extract_biclusters", "refine_partition", "topic_parameters",
+]
 
 RULES = ("significance", "paper-code", "dt2b")
 DEFAULT_Z_MIN = 3.0
@@ -225,15 +228,8 @@ def default_z_min(n_blocks):
 
 def _significance_rule(X, row_labels, column_labels, z_min, min_size):
     n_rows, n_cols = X.shape
-    row_sets = _indicator(row_labels, int(np.max(row_labels)) + 1)
-    column_sets = _indicator(column_labels, int(np.max(column_labels)) + 1)
-    n_r, n_c = row_sets.sum(axis=1), column_sets.sum(axis=1)
-    observed = _block_sums(X, row_sets, column_sets)
-    sizes = np.outer(n_r, n_c).astype(np.float64)
-    eligible = (n_r[:, None] >= min_size) & (n_c[None, :] >= min_size)
-    if z_min is None:
-        z_min = default_z_min(int(eligible.sum()))
-    heavy, rho0, z = _heavy_blocks(observed, sizes, z_min, eligible, X.sum() / (n_rows * n_cols))
+    row_sets, column_sets, heavy, rho0, z, z_min = _heavy_of_partition(X, row_labels, column_labels, z_min,
+                                                                       min_size)
     rows, columns, pairs, strength = [], [], [], []
     for k, l in sorted(np.argwhere(heavy).tolist(), key=lambda kl: -z[kl[0], kl[1]]):
         refined = _refine(X, row_sets[k], column_sets[l], rho0, z_min)
@@ -252,6 +248,132 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size):
         pairs=np.array(pairs, np.int64).reshape(-1, 2),
         strength=np.array(strength, np.float64),
     )
+
+
+def _heavy_of_partition(X, row_labels, column_labels, z_min, min_size):
+    """The blocks of a partition as the significance rule sees them (labels -1 belong to no block):
+    ``(row_sets (K_r, n_rows), column_sets (K_c, n_cols), heavy (K_r, K_c) bool, background density,
+    z (K_r, K_c), z_min)``, with z_min at its default level if None."""
+    row_sets = _indicator(row_labels, int(np.max(row_labels)) + 1)
+    column_sets = _indicator(column_labels, int(np.max(column_labels)) + 1)
+    n_r, n_c = row_sets.sum(axis=1), column_sets.sum(axis=1)
+    observed = _block_sums(X, row_sets, column_sets)
+    sizes = np.outer(n_r, n_c).astype(np.float64)
+    eligible = (n_r[:, None] >= min_size) & (n_c[None, :] >= min_size)
+    if z_min is None:
+        z_min = default_z_min(int(eligible.sum()))
+    heavy, rho0, z = _heavy_blocks(observed, sizes, z_min, eligible, X.sum() / (X.shape[0] * X.shape[1]))
+    return row_sets, column_sets, heavy, rho0, z, z_min
+
+
+def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
+    """Soft EM of one side's memberships under the block model, the other side fixed; returns hard labels.
+
+    ``aggregated`` (n, L): each item's counts summed over the other side's clusters, which have ``n_other``
+    (L,) members. Item i in cluster k has Poisson counts of rate ``rate[k, l]`` per cell over cluster l:
+    the block's own density where (k, l) is heavy, the shared background density elsewhere; mixing weights
+    are the clusters' shares. Rates and weights are re-estimated from the responsibilities (the borderline
+    items count by their probability, which tempers the optimism of rates estimated from hard members only).
+    Items with label -1 stay -1; clusters keep their indices (one may end up empty).
+    """
+    active = labels >= 0
+    X_a, K = aggregated[active], heavy.shape[0]
+    resp = np.eye(K)[labels[active]]
+    light_cells = ~heavy
+    for _ in range(n_iter):
+        weight = resp.sum(axis=0)
+        sums = resp.T @ X_a
+        cells = np.outer(weight, n_other)
+        light_size = cells[light_cells].sum()
+        background = sums[light_cells].sum() / light_size if light_size > 0 else 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where(heavy, sums / cells, background)
+        rate = np.where(np.isfinite(rate) & (rate > 0), rate, np.finfo(np.float64).tiny)
+        with np.errstate(divide="ignore"):
+            log_post = X_a @ np.log(rate).T - (rate * n_other[None, :]).sum(axis=1)[None, :]
+            log_post += np.log(weight)[None, :]
+        new = np.exp(log_post - logsumexp(log_post, axis=1, keepdims=True))
+        converged = np.abs(new - resp).max() < tol
+        resp = new
+        if converged:
+            break
+    out = labels.copy()
+    out[active] = np.argmax(resp, axis=1)
+    return out
+
+
+def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None, n_rounds=10):
+    """Refine a row and a column partition under the block model behind the significance rule.
+
+    The model: every cell of a heavy block (k, l) (as the significance rule finds them) has Poisson counts at
+    that block's density, every other cell at one shared background density. Rows are re-assigned by a soft EM
+    of their memberships given the column partition (mixing weights, block and background densities
+    re-estimated), hardened by their most probable cluster, then columns likewise given the rows, for up to
+    ``n_rounds`` rounds or until nothing moves. This is the plug-in version of classifying each row by its
+    likelihood ratio against the background with the prior odds of the clusters: a DP mixture's posterior
+    summary leaves borderline rows of a small block out more often than the block's own densities would (a
+    small cluster's rates are uncertain and its prior weight is small). A refinement that leaves fewer heavy
+    blocks than the partition it started from is not kept (EM can empty a small cluster; choosing the number
+    of blocks is the mixtures' job, not this step's). Labels -1 (items set aside) stay -1; cluster indices are
+    kept, so a cluster may end up empty.
+
+    Parameters
+    ----------
+    X : array-like or sparse matrix of counts, shape (n_rows, n_cols)
+    row_labels, column_labels : int arrays (n_rows,), (n_cols,)
+    z_min, min_size : as for the significance rule of :func:`extract_biclusters`
+    n_rounds : int >= 0
+
+    Returns
+    -------
+    (row_labels, column_labels) : int64 arrays
+    """
+    X = check_matrix(X, name="X", counts=True)
+    X = sp.csr_matrix(X, dtype=np.float64)
+    row_labels = _check_labels(row_labels, X.shape[0], "row_labels").astype(np.int64)
+    column_labels = _check_labels(column_labels, X.shape[1], "column_labels").astype(np.int64)
+    z_min = None if z_min is None else _check_real(z_min, "z_min")
+    min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
+    n_rounds = check_int(n_rounds, "n_rounds", minimum=0)
+    start = _heavy_of_partition(X, row_labels, column_labels, z_min, min_size)[2]
+    if not start.any():
+        return row_labels, column_labels
+    rows, columns = row_labels.copy(), column_labels.copy()
+    for _ in range(n_rounds):
+        before = rows.copy(), columns.copy()
+        for side in ("rows", "columns"):
+            heavy = _heavy_of_partition(X, rows, columns, z_min, min_size)[2]
+            if not heavy.any():
+                break
+            if side == "rows":
+                other, matrix, own, heavy_side = columns, X, rows, heavy
+            else:
+                other, matrix, own, heavy_side = rows, X.T.tocsr(), columns, heavy.T
+            n_other_clusters = heavy_side.shape[1]
+            keep = other >= 0
+            indicator = sp.csr_matrix(
+                (np.ones(keep.sum()), (np.flatnonzero(keep), other[keep])),
+                shape=(other.shape[0], n_other_clusters),
+            )
+            aggregated = np.asarray((matrix @ indicator).todense())
+            n_other = np.bincount(other[keep], minlength=n_other_clusters).astype(np.float64)
+            # clusters beyond the current maximum label have no block row yet: pad heavy to every label
+            n_own = max(int(own.max()) + 1, heavy_side.shape[0])
+            padded = np.zeros((n_own, n_other_clusters), bool)
+            padded[: heavy_side.shape[0]] = heavy_side
+            refined = _block_model_em(aggregated, own, n_other, padded)
+            if side == "rows":
+                rows = refined
+            else:
+                columns = refined
+        if np.array_equal(before[0], rows) and np.array_equal(before[1], columns):
+            break
+    if rows.max() < 0 or columns.max() < 0:
+        return row_labels, column_labels
+    end = _heavy_of_partition(X, rows, columns, z_min, min_size)[2]
+    if end.sum() < start.sum():
+        return row_labels, column_labels
+    return rows, columns
 
 
 def _ties_at_maximum(phi):

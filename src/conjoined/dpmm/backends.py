@@ -22,6 +22,8 @@ from .priors import SufficientStats
 
 # Blocks per stream for float (Gaussian) statistics: fixed, so that sums do not depend on the thread count.
 GAUSSIAN_BLOCKS = 2
+# Fewest points per random stream (``shard_bounds``).
+MIN_STREAM_POINTS = 32
 # Below this many non-zeros (or points x features) a pass runs single-threaded: thread start-up would dominate.
 PARALLEL_MIN_WORK = 200_000
 
@@ -39,22 +41,20 @@ class SparseRows(NamedTuple):
         return self.indptr.shape[0] - 1, self.n_features
 
 
-def point_priorities(seed, index):
-    """(len(index),) uint64 pseudo-random ranks of the points ``index`` for the pass keyed by ``seed``.
+def point_priorities(seed, first, n):
+    """(n,) uint64 pseudo-random ranks of the points with global indices ``first .. first + n - 1`` for the pass
+    keyed by ``seed``.
 
     A SplitMix64 hash of seed and global index: every shard computes the ranks of its own points without a
     message, and the driver those of all points.
     """
-    with np.errstate(over="ignore"):
-        z = (np.asarray(index, np.uint64) + np.uint64(seed)) * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    return kernels.splitmix64(np.uint64(seed), np.uint64(first), int(n))
 
 
 def shard_bounds(n, n_shards):
-    """(n_shards + 1,) edges of ``min(n_shards, n)`` contiguous, near-equal streams of n points."""
-    n_shards = max(1, min(int(n_shards), n))
+    """Edges of ``min(n_shards, n // MIN_STREAM_POINTS)`` (at least one) contiguous, near-equal streams of n
+    points: a stream's random draws cost a call, so small data get fewer, longer streams."""
+    n_shards = max(1, min(int(n_shards), n // MIN_STREAM_POINTS))
     return np.linspace(0, n, n_shards + 1).astype(np.int64)
 
 
@@ -115,7 +115,7 @@ class Shard:
         """One pass: draw labels and sub-labels given the parameters; returns statistics with batch (K, 2).
 
         ``anchors`` is None (every label allowed) or ``(seed, anchor_priority, anchor_index)``: the points' ranks
-        are ``point_priorities(seed, global index)`` and each cluster keeps its anchor (``kernels.py``).
+        are ``point_priorities(seed, offset, n)`` and each cluster keeps its anchor (``kernels.py``).
         """
         K = log_w.shape[0]
         u = self._uniforms()
@@ -123,7 +123,7 @@ class Shard:
             priority, anchor_priority, anchor_index = np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64)
         else:
             seed, anchor_priority, anchor_index = anchors
-            priority = point_priorities(seed, np.arange(self.offset, self.offset + self.n))
+            priority = point_priorities(seed, self.offset, self.n)
         restriction = (self.labels, priority, anchor_priority, anchor_index, self.offset)
         if self.sparse:
             log_rate, offset = params

@@ -121,8 +121,9 @@ class DPMM(ClusterMixin, BaseEstimator):
     store_labels : bool, default=True
         Keep the (n_iter, n_samples) label trace; turn off for huge data.
     n_shards : int, default=16
-        The points are cut into this many contiguous shards, each with its own random stream. Results depend on
-        it (not on threads, backend or workers); it bounds the number of useful distributed workers.
+        The points are cut into this many contiguous shards (fewer for small data: at least 32 points each), each
+        with its own random stream. Results depend on it (not on threads, backend or workers); it bounds the
+        number of useful distributed workers.
     backend : {"local", "dask"}, default="local"
         Where the data pass runs. "dask" spreads the shards over Dask distributed workers (actors holding the
         points, sent once); the driver keeps a copy of the data and labels and re-creates the shards of a worker

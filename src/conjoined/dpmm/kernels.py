@@ -70,6 +70,40 @@ def _mask_unreachable(scores, i, priority, anchor_priority, anchor_index, first_
 
 
 @njit(cache=True, nogil=True)
+def log_dirichlet_rows(rng, concentration):
+    """(B, d) logs of one Dirichlet draw per row of ``concentration`` (B, d), all > 0, with the numpy Generator
+    ``rng``: ``log G(a) = log G(a + 1) + log(U) / a`` (no underflow for tiny a), normalised in log space."""
+    B, d = concentration.shape
+    out = np.empty((B, d))
+    for b in range(B):
+        top = -np.inf
+        for f in range(d):
+            a = concentration[b, f]
+            out[b, f] = math.log(rng.standard_gamma(a + 1.0)) + math.log(1.0 - rng.random()) / a
+            top = max(top, out[b, f])
+        total = 0.0
+        for f in range(d):
+            total += math.exp(out[b, f] - top)
+        shift = top + math.log(total)
+        for f in range(d):
+            out[b, f] -= shift
+    return out
+
+
+@njit(cache=True, nogil=True)
+def splitmix64(seed, first, n):
+    """(n,) uint64 SplitMix64 hashes of ``seed + i`` for i in ``first .. first + n - 1`` (uint64 arithmetic,
+    wrapping)."""
+    out = np.empty(n, np.uint64)
+    for t in range(n):
+        z = (np.uint64(t) + first + seed) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        out[t] = z ^ (z >> np.uint64(31))
+    return out
+
+
+@njit(cache=True, nogil=True)
 def cluster_anchors(labels, priority, n_clusters):
     """(n_clusters,) int64 index of each cluster's member of lowest ``priority`` (ties: lowest index); -1 where
     a cluster has no member."""

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from scipy.special import gammaln
 
 from .._validation import check_positive
+from . import kernels
 
 
 class SufficientStats(NamedTuple):
@@ -57,12 +58,13 @@ def sample_log_dirichlet(rng, concentration):
     """Log of one Dirichlet draw, stable for tiny concentrations.
 
     ``standard_gamma(a)`` underflows to 0 for small ``a``; ``log G(a) = log G(a + 1) + log(U) / a`` does not.
-    ``concentration`` (all > 0) may have a leading batch shape; the last axis is the simplex.
+    ``concentration`` (all > 0) may have a leading batch shape; the last axis is the simplex. The draws come from
+    ``rng`` (a numpy Generator) inside a numba kernel: this is called several times per iteration, often on
+    small arrays, where numpy's per-call costs would dominate.
     """
     a = np.asarray(concentration, dtype=np.float64)
-    log_g = np.log(rng.standard_gamma(a + 1.0)) + np.log(rng.random(a.shape)) / a
-    top = log_g.max(axis=-1, keepdims=True)
-    return log_g - (top + np.log(np.exp(log_g - top).sum(axis=-1, keepdims=True)))
+    rows = np.ascontiguousarray(a.reshape(-1, a.shape[-1]))
+    return kernels.log_dirichlet_rows(rng, rows).reshape(a.shape)
 
 
 class CountPrior:

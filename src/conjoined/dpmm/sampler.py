@@ -64,18 +64,18 @@ def split_log_ratio(prior, alpha, sub_stats):
 
     log H = log alpha + lgamma(N_l) + log m(X_l) + lgamma(N_r) + log m(X_r) - lgamma(N) - log m(X)
     """
-    return float(split_log_ratios(prior, alpha, sub_stats.take(np.array([[0, 1]])))[0])
+    one = SufficientStats(sub_stats.n[None], sub_stats.s1[None], None if sub_stats.s2 is None else sub_stats.s2[None])
+    return float(split_log_ratios(prior, alpha, one)[0])
 
 
 def split_log_ratios(prior, alpha, sub_stats):
     """``split_log_ratio`` of each of a batch of clusters: ``sub_stats`` batch shape (B, 2); returns (B,)
     (-inf where a sub-cluster is empty)."""
-    n_l, n_r = sub_stats.n[:, 0].astype(np.float64), sub_stats.n[:, 1].astype(np.float64)
-    parts = prior.log_marginal(sub_stats)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_h = (np.log(alpha) + gammaln(n_l) + parts[:, 0] + gammaln(n_r) + parts[:, 1] - gammaln(n_l + n_r)
-                 - prior.log_marginal(sub_stats.sum(axis=1)))
-    return np.where((n_l > 0) & (n_r > 0), log_h, -np.inf)
+    n = np.asarray(sub_stats.n, dtype=np.float64)
+    occupied = n > 0
+    log_h = (np.log(alpha) + gammaln(np.where(occupied, n, 1.0)).sum(axis=1) - gammaln(n.sum(axis=1))
+             + prior.log_marginal(sub_stats).sum(axis=1) - prior.log_marginal(sub_stats.sum(axis=1)))
+    return np.where(occupied.all(axis=1), log_h, -np.inf)
 
 
 def merge_log_ratio(prior, alpha, stats_i, stats_j):
@@ -186,7 +186,7 @@ def _hyperplane_resets(sub_params, random_sub, cluster_stats, rng):
 def anchors(labels, n_clusters, rng):
     """``(seed, anchor_priority (K,), anchor_index (K,))`` for an anchored pass over points with ``labels``."""
     seed = int(rng.integers(2**63))
-    priority = point_priorities(seed, np.arange(labels.shape[0]))
+    priority = point_priorities(seed, 0, labels.shape[0])
     anchor_index = kernels.cluster_anchors(labels, priority, n_clusters)
     if (anchor_index < 0).any():
         raise RuntimeError("an anchored pass needs every cluster occupied")
@@ -203,6 +203,9 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
     restriction = None if subcluster_moves else anchors(backend.all_labels(), K, rng)
     stats = backend.assign(*kernel_params, restriction)
     K = stats.n.shape[0]
+    if not subcluster_moves:
+        # The anchored pass empties no cluster and draws no sub-labels: nothing to split, merge or relabel.
+        return DPMMState(stats, np.ones(K, np.int64), np.ones(K, bool)), StepInfo(0, 0)
     age = state.age.copy()
     random_sub = np.zeros(K, bool)
     age[state.random_sub] = 0

@@ -1,10 +1,17 @@
-"""Exact split/merge moves: sequentially-allocated merge-split (Dahl 2003).
+"""Exact split/merge moves: sequentially-allocated merge-split (Dahl 2003), with a targeted choice of the pair.
 
-Two distinct points are drawn at random. In one cluster, they anchor a proposed split: the cluster's other points,
-in random order, join one anchor's side or the other with probability proportional to the side's size times the
-collapsed predictive of the point given the side so far. In two clusters, a merge is proposed, and the probability
-that the same allocation would have recreated the current split enters the Hastings ratio. Both directions use
-collapsed marginal likelihoods, so the move leaves the exact posterior over partitions invariant.
+Two distinct points are drawn. In one cluster, they anchor a proposed split: the cluster's other points, in random
+order, join one anchor's side or the other with probability proportional to the side's size times the collapsed
+predictive of the point given the side so far. In two clusters, a merge is proposed, and the probability that the
+same allocation would have recreated the current split enters the Hastings ratio. Both directions use collapsed
+marginal likelihoods, so the move leaves the exact posterior over partitions invariant.
+
+Dahl draws the pair uniformly, which on large data rarely lands where a move is needed: inside the one cluster
+that holds two components, or on a small stray cluster and its neighbour. Here the first point i is uniform and
+the second j comes from a mixture: uniform over the other points, uniform over the other members of i's cluster
+(split proposals), or a member of a cluster drawn uniformly (small clusters get merge proposals as often as large
+ones). The pair's probability depends on the partition, so the Hastings ratio carries ``q(i, j | proposed) /
+q(i, j | current)`` (``_log_pair_probability``); the move stays exact (the enumeration tests check it).
 
 Sub-cluster proposals (``sampler.step``) find structure much faster on large data, but their Hastings ratio is
 exact only in Chang & Fisher's augmented space under approximations that a test on a handful of points exposes;
@@ -35,12 +42,48 @@ def _allocate(prior, points, anchors, order, forced, u):
     return log_q, side, SufficientStats(counts, sums, outer)
 
 
+# Weights of the second point's three sources: uniform, i's own cluster, a uniformly drawn cluster.
+PAIR_WEIGHTS = (1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0)
+
+
+def _log_pair_probability(n, n_clusters, size_i, size_j, same):
+    """log of n q(i, j): the probability of drawing j second, given i, in a partition of n points into
+    ``n_clusters`` clusters where i's cluster has ``size_i`` points and j's ``size_j`` (``same``: one cluster)."""
+    uniform, own, any_cluster = PAIR_WEIGHTS
+    p = uniform / (n - 1)
+    if same:
+        p += own / (size_i - 1) + any_cluster / (n_clusters * (size_i - 1))
+    else:
+        p += any_cluster / (n_clusters * size_j)
+    return float(np.log(p))
+
+
+def _draw_pair(backend, n_clusters, rng):
+    """``(i, j)`` distinct point indices drawn as in the module docstring, or None (the draw found no j)."""
+    n = backend.n_points
+    i = int(rng.integers(n))
+    source = rng.random()
+    if source < PAIR_WEIGHTS[0]:
+        j = int(rng.integers(n - 1))
+        return i, j + (j >= i)
+    labels = backend.all_labels()
+    cluster = labels[i] if source < PAIR_WEIGHTS[0] + PAIR_WEIGHTS[1] else int(rng.integers(n_clusters))
+    members = np.flatnonzero(labels == cluster)
+    members = members[members != i]
+    if members.shape[0] == 0:
+        return None
+    return i, int(members[rng.integers(members.shape[0])])
+
+
 def sams_move(state, backend, prior, alpha, rng):
     """One split-or-merge proposal. Returns ``(state, n_splits, n_merges)`` (0 or 1 each)."""
     n = backend.n_points
     if n < 2:
         return state, 0, 0
-    i, j = rng.choice(n, size=2, replace=False)
+    pair = _draw_pair(backend, state.age.shape[0], rng)
+    if pair is None:
+        return state, 0, 0
+    i, j = pair
     label_i, label_j = backend.labels_at(np.array([i, j]))
     if label_i == label_j:
         return _propose_split(state, backend, prior, alpha, rng, int(label_i), i, j)
@@ -59,7 +102,10 @@ def _propose_split(state, backend, prior, alpha, rng, k, i, j):
     anchors, order = _anchored(index, i, j, rng)
     forced = np.full(index.shape[0], -1, np.int8)
     log_q, side, halves = _allocate(prior, points, anchors, order, forced, rng.random(index.shape[0]))
-    if np.log(rng.uniform()) >= split_log_ratio(prior, alpha, halves) - log_q:
+    n, K, size = backend.n_points, state.age.shape[0], index.shape[0]
+    log_pair = (_log_pair_probability(n, K + 1, halves.n[0], halves.n[1], False)
+                - _log_pair_probability(n, K, size, size, True))
+    if np.log(rng.uniform()) >= split_log_ratio(prior, alpha, halves) - log_q + log_pair:
         return state, 0, 0
     new = state.age.shape[0]
     backend.update([], np.arange(new + 1), moved=(index[side == 1], new))
@@ -81,18 +127,22 @@ def _propose_split(state, backend, prior, alpha, rng, k, i, j):
 
 
 def _propose_merge(state, backend, prior, alpha, rng, a, b, i, j):
-    # The log ratio is -split_log_ratio(a | b) + log q with log q <= 0 (the log probability that the allocation
-    # recreates the current split): when the uniform already exceeds the first term, the merge is rejected
-    # without gathering the points, which is the usual case for two well-separated clusters.
+    # The log ratio is -split_log_ratio(a | b) + log_pair + log q with log q <= 0 (the log probability that the
+    # allocation recreates the current split): when the uniform already exceeds the first two terms, the merge is
+    # rejected without gathering the points, which is the usual case for two well-separated clusters.
     log_u = np.log(rng.uniform())
     pair = state.stats.sum(axis=1).take(np.array([a, b]))
-    if log_u >= -split_log_ratio(prior, alpha, pair):
+    n, K = backend.n_points, state.age.shape[0]
+    size_a, size_b = float(pair.n[0]), float(pair.n[1])
+    log_pair = (_log_pair_probability(n, K - 1, size_a + size_b, size_a + size_b, True)
+                - _log_pair_probability(n, K, size_a, size_b, False))
+    if log_u >= -split_log_ratio(prior, alpha, pair) + log_pair:
         return state, 0, 0
     index, points = backend.points_of([a, b])
     anchors, order = _anchored(index, i, j, rng)
     forced = (backend.labels_at(index) == b).astype(np.int8)
     log_q, _, halves = _allocate(prior, points, anchors, order, forced, np.zeros(index.shape[0]))
-    if log_u >= -split_log_ratio(prior, alpha, halves) + log_q:
+    if log_u >= -split_log_ratio(prior, alpha, halves) + log_q + log_pair:
         return state, 0, 0
     K = state.age.shape[0]
     mapping = np.arange(K)
