@@ -10,7 +10,8 @@ expose ``initialize``, ``assign`` and ``update`` (see ``backends.py``). One ``st
    within its cluster, and the statistics;
 4. empty clusters removed; a cluster with an empty sub-cluster is reset (random sub-labels next pass);
 5. with ``subcluster_moves``, split proposals, then pairwise merge proposals (Chang & Fisher), each accepted with
-   its Hastings ratio;
+   its Hastings ratio; a cluster whose split is rejected is reset too (sub-clusters that straddle two components
+   never separate by themselves: a fresh hyperplane gives them another chance);
 6. one relabelling message to the shards.
 
 Chang & Fisher's pass (3) lets clusters empty but never creates one, so with the moves of (5) it finds structure
