@@ -169,7 +169,9 @@ class Shard:
             index, label = moved
             mine = (index >= self.offset) & (index < self.offset + self.n)
             self.labels[index[mine] - self.offset] = np.broadcast_to(label, index.shape)[mine]
-        self.labels = np.asarray(mapping, np.int64)[self.labels].astype(np.int32)
+        mapping = np.asarray(mapping, np.int64)
+        if not np.array_equal(mapping, np.arange(mapping.shape[0])):
+            self.labels = mapping[self.labels].astype(np.int32)
 
     def points_of(self, clusters):
         """Global indices (sorted) and data rows of the points whose label is in ``clusters``."""
