@@ -136,13 +136,14 @@ def _propose_merge(state, backend, prior, alpha, rng, a, b, i, j):
     size_a, size_b = float(pair.n[0]), float(pair.n[1])
     log_pair = (_log_pair_probability(n, K - 1, size_a + size_b, size_a + size_b, True)
                 - _log_pair_probability(n, K, size_a, size_b, False))
-    if log_u >= -split_log_ratio(prior, alpha, pair) + log_pair:
+    log_h = -split_log_ratio(prior, alpha, pair) + log_pair
+    if log_u >= log_h:
         return state, 0, 0
     index, points = backend.points_of([a, b])
     anchors, order = _anchored(index, i, j, rng)
     forced = (backend.labels_at(index) == b).astype(np.int8)
     log_q, _, halves = _allocate(prior, points, anchors, order, forced, np.zeros(index.shape[0]))
-    if log_u >= -split_log_ratio(prior, alpha, halves) + log_q + log_pair:
+    if log_u >= log_h + log_q:  # the forced allocation recreates a and b: halves are their statistics
         return state, 0, 0
     K = state.age.shape[0]
     mapping = np.arange(K)
