@@ -309,3 +309,14 @@ def test_predict_checks_feature_count():
     model = conjoined.DPMM(n_iter=5, random_state=0).fit(X)
     with pytest.raises(ValueError, match="features"):
         model.predict(X[:, :10])
+
+
+@pytest.mark.parametrize("name", ["assign_counts", "assign_gaussian"])
+def test_serial_kernels_are_cached_apart_from_the_parallel_ones(name):
+    # numba's cache is keyed by the function, not by parallel=True: one function compiled both ways would share
+    # (and swap) its cache entries, and the "serial" kernel would start threads on every tiny pass.
+    from conjoined.dpmm import kernels
+    parallel, serial = getattr(kernels, name), getattr(kernels, name + "_serial")
+    assert parallel.targetoptions.get("parallel") and not serial.targetoptions.get("parallel")
+    assert serial._cache._cache_file._index_name != parallel._cache._cache_file._index_name
+    assert serial.py_func.__code__.co_code == parallel.py_func.__code__.co_code

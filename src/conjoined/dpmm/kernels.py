@@ -22,9 +22,26 @@ features (the exact phase, which has no sub-cluster moves) mean no sub-labels: e
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 from numba import njit, prange
+
+
+def _serial_twin(func):
+    """A copy of ``func`` named ``<name>_serial``, for its single-threaded compilation.
+
+    numba keys its on-disk cache by the function, not by the compilation options (numba issue 6845): compiled
+    from one function, the parallel and the serial kernel share cache entries, and whichever was compiled first
+    is loaded for both. A "serial" kernel that is in fact parallel starts threads on every tiny pass, which costs
+    milliseconds a call when another process holds a core.
+    """
+    name = func.__name__ + "_serial"
+    twin = types.FunctionType(func.__code__.replace(co_name=name, co_qualname=func.__qualname__ + "_serial"),
+                              func.__globals__, name, func.__defaults__, func.__closure__)
+    twin.__qualname__ = func.__qualname__ + "_serial"
+    twin.__doc__ = func.__doc__
+    return twin
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -205,7 +222,7 @@ def _assign_counts(indptr, indices, data, log_rate_t, offset, log_w, sub_log_rat
 
 
 assign_counts = njit(cache=True, nogil=True, parallel=True)(_assign_counts)
-assign_counts_serial = njit(cache=True, nogil=True)(_assign_counts)
+assign_counts_serial = njit(cache=True, nogil=True)(_serial_twin(_assign_counts))
 
 
 @njit(cache=True, nogil=True)
@@ -317,7 +334,7 @@ def _assign_gaussian(X, X32, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_pre
 
 
 assign_gaussian = njit(cache=True, nogil=True, parallel=True)(_assign_gaussian)
-assign_gaussian_serial = njit(cache=True, nogil=True)(_assign_gaussian)
+assign_gaussian_serial = njit(cache=True, nogil=True)(_serial_twin(_assign_gaussian))
 
 
 @njit(cache=True, nogil=True)

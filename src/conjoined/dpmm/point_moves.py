@@ -48,8 +48,8 @@ def _gaussian_point_moves(prior, alpha, X, labels, counts, sums, outer, n_cluste
 def point_moves(state, backend, prior, alpha, rng, n_moves):
     """Collapsed Gibbs updates of ``n_moves`` distinct random points. Returns ``(state, n_opened, n_closed)``.
 
-    Clusters a point leaves or joins are written back whole into sub-cluster slot 0 and flagged for random
-    sub-labels (sub-clusters only matter during warm-up).
+    These moves run after warm-up only, where sub-clusters play no part: every cluster comes back whole in
+    sub-cluster slot 0 and flagged for random sub-labels.
     """
     n = backend.n_points
     index = np.sort(rng.choice(n, size=min(n_moves, n), replace=False))
@@ -57,41 +57,29 @@ def point_moves(state, backend, prior, alpha, rng, n_moves):
     u = rng.random(index.shape[0])
     rows = backend.rows_at(index)
     labels = backend.labels_at(index).astype(np.int64)
-    original = labels.copy()
     K = state.age.shape[0]
-    capacity = K + index.shape[0]
+    spare = index.shape[0]
     whole = state.stats.sum(axis=1)
     d = whole.s1.shape[1]
-    counts = np.concatenate([whole.n, np.zeros(capacity - K)])
-    sums = np.concatenate([whole.s1, np.zeros((capacity - K, d))])
+    counts = np.concatenate([whole.n, np.zeros(spare)])
+    sums = np.concatenate([whole.s1, np.zeros((spare, d))])
     outer = None
     if isinstance(rows, SparseRows):
-        totals = sums.sum(axis=1)
         n_clusters = kernels.count_point_moves(rows.indptr, rows.indices, rows.data, *prior.kernel_args(d),
-                                               float(alpha), labels, counts, totals, sums, K, order, u)
+                                               float(alpha), labels, counts, sums.sum(axis=1), sums, K, order, u)
     else:
-        outer = np.concatenate([whole.s2, np.zeros((capacity - K, d, d))])
+        outer = np.concatenate([whole.s2, np.zeros((spare, d, d))])
         n_clusters = _gaussian_point_moves(prior, alpha, rows, labels, counts, sums, outer, K, order, u)
 
     occupied = counts[:n_clusters] > 0
-    compact = np.cumsum(occupied) - 1
-    backend.update([], np.where(occupied, compact, -1), moved=(index, labels))
-    touched = np.zeros(n_clusters, bool)
-    touched[K:] = True
-    touched[original] = True
-    touched[labels] = True
-    zeros = np.zeros(n_clusters - K)
-    n_sub = np.concatenate([state.stats.n, np.zeros((n_clusters - K, 2))])
-    s1_sub = np.concatenate([state.stats.s1, np.zeros((n_clusters - K, 2, d))])
-    n_sub[touched] = np.stack([counts[:n_clusters][touched], np.zeros(touched.sum())], axis=1)
-    s1_sub[touched, 0], s1_sub[touched, 1] = sums[:n_clusters][touched], 0.0
-    s2_sub = None
-    if outer is not None:
-        s2_sub = np.concatenate([state.stats.s2, np.zeros((n_clusters - K, 2, d, d))])
-        s2_sub[touched, 0], s2_sub[touched, 1] = outer[:n_clusters][touched], 0.0
-    age = np.concatenate([state.age, zeros.astype(np.int64)])
-    random_sub = np.concatenate([state.random_sub, zeros.astype(bool)]) | touched
-    new_state = DPMMState(SufficientStats(n_sub[occupied], s1_sub[occupied],
-                                          None if s2_sub is None else s2_sub[occupied]),
-                          age[occupied], random_sub[occupied])
-    return new_state, n_clusters - K, int((~occupied).sum())
+    backend.update([], np.where(occupied, np.cumsum(occupied) - 1, -1), moved=(index, labels))
+    n_kept = int(occupied.sum())
+
+    def whole_in_slot_0(values):
+        return np.stack([values, np.zeros_like(values)], axis=1)
+
+    new_stats = SufficientStats(whole_in_slot_0(counts[:n_clusters][occupied]),
+                                whole_in_slot_0(sums[:n_clusters][occupied]),
+                                None if outer is None else whole_in_slot_0(outer[:n_clusters][occupied]))
+    age = np.concatenate([state.age, np.zeros(n_clusters - K, np.int64)])[occupied]
+    return DPMMState(new_stats, age, np.ones(n_kept, bool)), n_clusters - K, n_clusters - n_kept
