@@ -107,6 +107,24 @@ def test_significance_rule_finds_overlapping_biclusters():
     np.testing.assert_array_equal(by_pair[(1, 1)][1], (np.arange(10) >= 4) & (np.arange(10) < 8))
 
 
+def test_significance_rule_outsiders_join_at_a_family_wise_likelihood_ratio_level():
+    # Block rows/cols 0-3 at 6 per cell on a background of 2; rows 4 and 5, labelled background, hold 19 and 28
+    # counts in the block's columns. Background density (the light cells) 799 / 384, so 8.32 expected there:
+    # row 4 stands 3.70 Poisson standard deviations above it, but its likelihood-ratio z-score (signed root of
+    # the deviance) is 3.16, below the one-sided 1% family-wise level over the 16 + 16 outsiders tested (3.42);
+    # row 5 (z 5.35) joins. Both favour the block's density 6 over the background.
+    X = np.full((20, 20), 2)
+    X[:4, :4] = 6
+    X[4, :4] = [5, 5, 5, 4]
+    X[5, :4] = 7
+    labels = np.repeat([0, 1], [4, 16])
+    counts = _counts_at_labels(X, labels, labels, 2, 2)
+    found = extract_biclusters(X, counts, row_labels=labels, column_labels=labels)
+    np.testing.assert_array_equal(found.pairs, [[0, 0]])
+    np.testing.assert_array_equal(found.rows[0], np.isin(np.arange(20), [0, 1, 2, 3, 5]))
+    np.testing.assert_array_equal(found.columns[0], np.arange(20) < 4)
+
+
 def test_significance_rule_keeps_identical_biclusters_once():
     # One true block whose rows the partition cut in two: both halves are heavy with the block's columns, each
     # takes the other half's rows, and the two biclusters are one.

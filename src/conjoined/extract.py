@@ -15,9 +15,11 @@ A bicluster is a (row topic k, column topic l) pair together with a set of rows 
     likelier at the block's density ``rho`` than at ``rho0`` (log-likelihood ratio
     ``O_i log(rho / rho0) - |cols| (rho - rho0) > 0``); columns likewise. A heavy block most of whose own rows or
     columns do not favour it was made heavy by a few stray members and is dropped; otherwise its bicluster holds
-    its own rows and columns plus the outsiders that favour it and stand ``z_min`` standard deviations above the
-    background. That is how a row that belongs to two blocks, labelled with one of them, joins the other:
-    biclusters overlap. Biclusters that end up identical are kept once.
+    its own rows and columns plus the outsiders that favour it and whose count over the block's other side stands
+    above the background by a likelihood-ratio z-score (signed root of the Poisson deviance) of ``z_min``, raised
+    to the one-sided 1% family-wise level over the outsiders tested (at 3 alone, one of 30 outsiders would join by
+    chance in about 4% of matrices). That is how a row that belongs to two blocks, labelled with one of
+    them, joins the other: biclusters overlap. Biclusters that end up identical are kept once.
 
     Measured on the four simulation cases from the CDP estimator's partitions (12 replicates): mean Jaccard 1.0,
     0.89, 1.0, 0.99, against 1.0, 0.88, 0.88, 0.98 for a rule on the token memberships after reassignment
@@ -46,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import logsumexp
+from scipy.special import logsumexp, xlogy
 from scipy.stats import norm
 
 from ._validation import check_int, check_matrix, check_positive
@@ -191,6 +193,14 @@ def _block_density(X, rows, columns):
     return float(rows.astype(np.float64) @ X @ columns.astype(np.float64)) / n_cells if n_cells else 0.0
 
 
+def _signed_root_deviance(counts, expected):
+    """Likelihood-ratio z-scores of ``counts`` against Poisson means ``expected`` (arrays of one shape,
+    expected > 0): the signed square root of the Poisson deviance, positive for an excess. Unlike
+    ``(counts - expected) / sqrt(expected)`` it does not overstate an excess of a skewed count."""
+    deviance = 2 * (xlogy(counts, counts / expected) - (counts - expected))
+    return np.sign(counts - expected) * np.sqrt(np.maximum(deviance, 0.0))
+
+
 def _favouring(counts, n_other, rho, rho0):
     """Items whose ``counts`` over ``n_other`` cells are likelier at density rho than at rho0."""
     return counts * np.log(rho / rho0) - n_other * (rho - rho0) > 0
@@ -202,9 +212,10 @@ def _refine(X, rows, columns, rho0, z_min):
     Against the block's density rho and the background rho0, an item "favours" the block when its count over the
     block's other side is likelier at rho (log-likelihood ratio > 0). A block most of whose own rows or columns
     do not favour it was made heavy by a few stray members and is no bicluster of its own (None). Outsiders join
-    when they favour the block and their count stands ``z_min`` Poisson standard deviations above the background
-    (overlap needs evidence, not a coin flip). Everything is measured against the block as labelled, so one
-    joiner cannot pull in the next.
+    when they favour the block and their count's likelihood-ratio z-score against the background reaches
+    ``z_min``, or the one-sided ``FAMILY_ERROR`` family-wise level over the outsiders tested if higher (overlap
+    needs evidence, not a coin flip, and not the luckiest of many). Everything is measured against the block as
+    labelled, so one joiner cannot pull in the next.
     """
     rho = _block_density(X, rows, columns)
     if rho <= rho0:
@@ -216,9 +227,10 @@ def _refine(X, rows, columns, rho0, z_min):
     favour_columns = _favouring(column_counts, n_r, rho, rho0)
     if favour_rows[rows].mean() < 0.5 or favour_columns[columns].mean() < 0.5:
         return None
-    z_rows = (row_counts - rho0 * n_c) / np.sqrt(rho0 * n_c)
-    z_columns = (column_counts - rho0 * n_r) / np.sqrt(rho0 * n_r)
-    return rows | (favour_rows & (z_rows >= z_min)), columns | (favour_columns & (z_columns >= z_min))
+    z_join = max(z_min, float(norm.isf(FAMILY_ERROR / max((~rows).sum() + (~columns).sum(), 1))))
+    z_rows = _signed_root_deviance(row_counts, rho0 * n_c)
+    z_columns = _signed_root_deviance(column_counts, rho0 * n_r)
+    return rows | (favour_rows & (z_rows >= z_join)), columns | (favour_columns & (z_columns >= z_join))
 
 
 def default_z_min(n_blocks):
