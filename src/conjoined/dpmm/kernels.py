@@ -37,9 +37,9 @@ def _serial_twin(func):
     milliseconds a call when another process holds a core.
     """
     name = func.__name__ + "_serial"
-    twin = types.FunctionType(func.__code__.replace(co_name=name, co_qualname=func.__qualname__ + "_serial"),
-                              func.__globals__, name, func.__defaults__, func.__closure__)
-    twin.__qualname__ = func.__qualname__ + "_serial"
+    twin = types.FunctionType(func.__code__.replace(co_name=name), func.__globals__, name, func.__defaults__,
+                              func.__closure__)
+    twin.__qualname__ = func.__qualname__ + "_serial"  # what numba's cache is named after
     twin.__doc__ = func.__doc__
     return twin
 
