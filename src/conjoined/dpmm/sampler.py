@@ -72,11 +72,20 @@ def split_log_ratio(prior, alpha, sub_stats):
 def split_log_ratios(prior, alpha, sub_stats):
     """``split_log_ratio`` of each of a batch of clusters: ``sub_stats`` batch shape (B, 2); returns (B,)
     (-inf where a sub-cluster is empty)."""
-    n = np.asarray(sub_stats.n, dtype=np.float64)
-    occupied = n > 0
-    log_h = (np.log(alpha) + gammaln(np.where(occupied, n, 1.0)).sum(axis=1) - gammaln(n.sum(axis=1))
-             + prior.log_marginal(sub_stats).sum(axis=1) - prior.log_marginal(sub_stats.sum(axis=1)))
-    return np.where(occupied.all(axis=1), log_h, -np.inf)
+    whole = sub_stats.sum(axis=1)
+
+    def with_whole(parts, union):
+        return np.concatenate([parts, union[:, None]], axis=1)
+
+    # The two sub-clusters and their union side by side, batch (B, 3): one marginal and one lgamma evaluation.
+    three = SufficientStats(with_whole(np.asarray(sub_stats.n, dtype=np.float64), whole.n),
+                            with_whole(sub_stats.s1, whole.s1),
+                            None if sub_stats.s2 is None else with_whole(sub_stats.s2, whole.s2))
+    log_m = prior.log_marginal(three)
+    log_gamma = gammaln(np.maximum(three.n, 1.0))
+    log_h = (np.log(alpha) + log_gamma[:, 0] + log_gamma[:, 1] - log_gamma[:, 2]
+             + log_m[:, 0] + log_m[:, 1] - log_m[:, 2])
+    return np.where((three.n[:, :2] > 0).all(axis=1), log_h, -np.inf)
 
 
 def merge_log_ratio(prior, alpha, stats_i, stats_j):
