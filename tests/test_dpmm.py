@@ -320,3 +320,23 @@ def test_serial_kernels_are_cached_apart_from_the_parallel_ones(name):
     assert parallel.targetoptions.get("parallel") and not serial.targetoptions.get("parallel")
     assert serial._cache._cache_file._index_name != parallel._cache._cache_file._index_name
     assert serial.py_func.__code__.co_code == parallel.py_func.__code__.co_code
+
+
+@pytest.mark.parametrize("prior", [conjoined.Multinomial(0.3), conjoined.PoissonGamma(shape=0.7, rate=0.2)])
+def test_count_log_marginals_match_their_closed_form(prior):
+    rng = np.random.default_rng(3)
+    s1 = rng.poisson(2.0, size=(4, 2, 6)).astype(float)
+    s1[0, 0] = 0.0  # an empty cluster
+    s1[1, :, :3] = 0.0  # features without counts
+    n = rng.integers(1, 9, size=(4, 2)).astype(float)
+    n[0, 0] = 0.0
+    got = prior.log_marginal(SufficientStats(n, s1))
+    d = s1.shape[-1]
+    if isinstance(prior, conjoined.Multinomial):
+        b = prior.beta
+        expected = gammaln(d * b) - gammaln(d * b + s1.sum(-1)) + (gammaln(s1 + b) - gammaln(b)).sum(-1)
+    else:
+        a, r = prior.shape, prior.rate
+        expected = (a * np.log(r) - gammaln(a) + gammaln(a + s1) - (a + s1) * np.log(r + n[..., None])).sum(-1)
+    assert got.shape == (4, 2)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-10)

@@ -391,6 +391,36 @@ def _count_log_predictive(kind, hyper, n, total, sums, indptr, indices, data, i)
 
 
 @njit(cache=True, nogil=True)
+def count_log_marginals(kind, hyper, n, sums):
+    """(B,) log marginal likelihoods of B clusters with ``n`` (B,) points summing to ``sums`` (B, d) under a count
+    prior (``kind``, ``hyper`` as in ``_count_log_predictive``), up to terms that cancel between partitions.
+
+    Multinomial: lgamma(d beta) - lgamma(d beta + S) + sum_f [lgamma(beta + S_f) - lgamma(beta)];
+    PoissonGamma: sum_f [a log b - lgamma(a) + lgamma(a + S_f) - (a + S_f) log(b + n)]
+    = d a log(b / (b + n)) - S log(b + n) + sum_f [lgamma(a + S_f) - lgamma(a)], with S = sum_f S_f. Features with
+    S_f = 0 add nothing to the last sum, which is taken over the others only.
+    """
+    B, d = sums.shape
+    out = np.empty(B)
+    a = hyper[0]
+    lgamma_a = math.lgamma(a)
+    for b in range(B):
+        total = 0.0
+        acc = 0.0
+        for f in range(d):
+            x = sums[b, f]
+            if x != 0.0:
+                total += x
+                acc += math.lgamma(a + x) - lgamma_a
+        if kind == COUNT_MULTINOMIAL:
+            out[b] = acc + math.lgamma(a * d) - math.lgamma(a * d + total)
+        else:
+            log_ratio = math.log(hyper[1] + n[b])
+            out[b] = acc + d * a * (math.log(hyper[1]) - log_ratio) - total * log_ratio
+    return out
+
+
+@njit(cache=True, nogil=True)
 def count_point_moves(indptr, indices, data, kind, hyper, alpha, labels, counts, totals, sums, n_clusters, order, u):
     """Collapsed Gibbs updates of the points ``order`` (local rows), one after the other (``point_moves.py``).
 

@@ -83,6 +83,15 @@ class CountPrior:
         """A copy with data-based defaults filled in (see each prior's docstring)."""
         return self
 
+    def log_marginal(self, stats):
+        """Log marginal likelihood of each cluster of the batch (the formula in the class docstring), in
+        ``kernels.count_log_marginals``."""
+        s1 = np.asarray(stats.s1, dtype=np.float64)
+        batch, d = s1.shape[:-1], s1.shape[-1]
+        n = np.broadcast_to(np.asarray(stats.n, dtype=np.float64), batch).reshape(-1)
+        flat = np.ascontiguousarray(s1.reshape(-1, d))
+        return kernels.count_log_marginals(*self.kernel_args(d), np.ascontiguousarray(n), flat).reshape(batch)
+
 
 class Multinomial(CountPrior):
     """Multinomial likelihood with a symmetric Dirichlet(beta) prior on each cluster's feature distribution.
@@ -103,14 +112,6 @@ class Multinomial(CountPrior):
     def fitted(self, X):
         check_positive(self.beta, "Multinomial beta")
         return self
-
-    def log_marginal(self, stats):
-        beta = float(self.beta)
-        s1 = stats.s1
-        d = s1.shape[-1]
-        total = s1.sum(axis=-1)
-        per_feature = gammaln(s1 + beta) - gammaln(beta)
-        return gammaln(d * beta) - gammaln(d * beta + total) + per_feature.sum(axis=-1)
 
     def posterior(self, stats):
         return stats.s1 + float(self.beta)
@@ -161,13 +162,6 @@ class PoissonGamma(CountPrior):
         if mean <= 0:
             raise ValueError("PoissonGamma prior with rate=None needs data with at least one non-zero count")
         return PoissonGamma(shape=self.shape, rate=float(self.shape) / mean)
-
-    def log_marginal(self, stats):
-        a, b = float(self.shape), float(self.rate)
-        n = stats.n[..., None]
-        s = stats.s1
-        terms = a * np.log(b) - gammaln(a) + gammaln(a + s) - (a + s) * np.log(b + n)
-        return terms.sum(axis=-1)
 
     def posterior(self, stats):
         return stats.s1 + float(self.shape), stats.n + float(self.rate)
