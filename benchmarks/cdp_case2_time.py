@@ -6,6 +6,8 @@ for our default pipeline at the same iteration count (which also runs the conjoi
 with the Jaccard score of each. The goal is absolute, but this machine's speed drifts (up to 2x within minutes on
 the virtual machine it was written on), so the script also times a fixed reference, 10^7 pure-Python additions,
 right before every fit, and prints the median of each fit's time in units of the reference measured beside it.
+The reference runs once and on one thread, so the ratio corrects for the machine's drift only roughly (not, for
+instance, for another process taking the second core).
 
     python benchmarks/cdp_case2_time.py [--replicates 5] [--iterations 1000]
 """

@@ -194,9 +194,10 @@ def _block_density(X, rows, columns):
 
 
 def _signed_root_deviance(counts, expected):
-    """Likelihood-ratio z-scores of ``counts`` against Poisson means ``expected`` (arrays of one shape,
-    expected > 0): the signed square root of the Poisson deviance, positive for an excess. Unlike
-    ``(counts - expected) / sqrt(expected)`` it does not overstate an excess of a skewed count."""
+    """Likelihood-ratio z-scores of ``counts`` against Poisson means ``expected`` (broadcastable, expected > 0):
+    the signed square root of the Poisson deviance, positive for an excess. Unlike ``(counts - expected) /
+    sqrt(expected)`` it does not overstate an excess of a small skewed count, which matters for the many single
+    rows and columns tested as outsiders (heavy blocks, whole blocks of counts, keep the simpler score)."""
     deviance = 2 * (xlogy(counts, counts / expected) - (counts - expected))
     return np.sign(counts - expected) * np.sqrt(np.maximum(deviance, 0.0))
 
@@ -468,7 +469,9 @@ def extract_biclusters(
     row_labels, column_labels : int arrays (n_rows,), (n_cols,), rule "significance" only (required there)
         The row and column partitions (-1: set aside).
     z_min : float, rule "significance" only
-        Minimum Poisson z-score of a heavy block. Default: 3, or the 1% family-wise level if higher.
+        Minimum Poisson z-score of a heavy block. Default: 3, or the 1% family-wise level if higher. Also the
+        least likelihood-ratio z-score of an outsider joining a block; the family-wise level over the outsiders
+        tested applies when higher, whatever ``z_min``.
     min_size : int, rule "significance" only
         Minimum rows and columns of a heavy block. Default 2.
     a_r, a_c : float > 0, rule "paper-code" only (required there)

@@ -41,6 +41,7 @@ def _serial_twin(func):
                               func.__closure__)
     twin.__qualname__ = func.__qualname__ + "_serial"  # what numba's cache is named after
     twin.__doc__ = func.__doc__
+    twin.__kwdefaults__ = func.__kwdefaults__
     return twin
 
 

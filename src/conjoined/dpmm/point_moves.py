@@ -81,5 +81,5 @@ def point_moves(state, backend, prior, alpha, rng, n_moves):
     new_stats = SufficientStats(whole_in_slot_0(counts[:n_clusters][occupied]),
                                 whole_in_slot_0(sums[:n_clusters][occupied]),
                                 None if outer is None else whole_in_slot_0(outer[:n_clusters][occupied]))
-    age = np.concatenate([state.age, np.zeros(n_clusters - K, np.int64)])[occupied]
-    return DPMMState(new_stats, age, np.ones(n_kept, bool)), n_clusters - K, n_clusters - n_kept
+    # Ages only gate warm-up proposals; the anchored step after warm-up sets them to one, as here.
+    return DPMMState(new_stats, np.ones(n_kept, np.int64), np.ones(n_kept, bool)), n_clusters - K, n_clusters - n_kept

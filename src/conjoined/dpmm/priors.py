@@ -84,13 +84,14 @@ class CountPrior:
         return self
 
     def log_marginal(self, stats):
-        """Log marginal likelihood of each cluster of the batch (the formula in the class docstring), in
+        """Log marginal likelihood of each cluster of the batch (the formula in each prior's class docstring), in
         ``kernels.count_log_marginals``."""
-        s1 = np.asarray(stats.s1, dtype=np.float64)
+        s1 = np.asarray(stats.s1)
         batch, d = s1.shape[:-1], s1.shape[-1]
-        n = np.broadcast_to(np.asarray(stats.n, dtype=np.float64), batch).reshape(-1)
-        flat = np.ascontiguousarray(s1.reshape(-1, d))
-        return kernels.count_log_marginals(*self.kernel_args(d), np.ascontiguousarray(n), flat).reshape(batch)
+        # C-contiguous and writable float64 arrays: one compiled signature of the kernel
+        n = np.require(np.reshape(stats.n, -1), np.float64, ["C", "W"])
+        flat = np.require(s1.reshape(-1, d), np.float64, ["C", "W"])
+        return kernels.count_log_marginals(*self.kernel_args(d), n, flat).reshape(batch)
 
 
 class Multinomial(CountPrior):
