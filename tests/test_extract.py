@@ -1,7 +1,14 @@
 import numpy as np
 import pytest
+from scipy.stats import nbinom
 
-from conjoined.extract import Biclusters, extract_biclusters, refine_partition, topic_parameters
+from conjoined.extract import (
+    Biclusters,
+    _pooled_heavy_densities,
+    extract_biclusters,
+    refine_partition,
+    topic_parameters,
+)
 from conjoined.reassign import TokenCounts, reassign_tokens
 
 # Two row and two column topics; rows/columns 0-1 form a heavy block. N = 28, density 28 / 16 = 1.75.
@@ -152,6 +159,48 @@ def test_refine_partition_moves_a_borderline_row_into_its_block():
     again = refine_partition(X, refined_rows, refined_cols)
     np.testing.assert_array_equal(again[0], refined_rows)
     np.testing.assert_array_equal(again[1], refined_cols)
+
+
+def test_refine_partition_pools_the_heavy_blocks_densities():
+    # Large block rows 0-7 x cols 4-11 at 12 per cell, small block rows 8-10 x cols 0-3 at 11, background 4;
+    # row 11 has 7 per cell in cols 0-3. At the small block's own density (11, from 12 cells) row 11 would
+    # join it (soft EM drifts it in); at the pooled density of both blocks (about 11.8) it stays background.
+    X = np.full((20, 12), 4)
+    X[:8, 4:] = 12
+    X[8:11, :4] = 11
+    X[11, :4] = 7
+    rows = np.array([0] * 8 + [1] * 3 + [2] * 9)
+    cols = np.array([1] * 4 + [0] * 8)
+    refined_rows, refined_cols = refine_partition(X, rows, cols)
+    np.testing.assert_array_equal(refined_rows, rows)
+    np.testing.assert_array_equal(refined_cols, cols)
+
+
+def test_pooled_heavy_densities_are_the_empirical_bayes_posterior_means():
+    heavy = np.array([[True, False], [False, True], [False, False]])
+    cells = np.array([[10.0, 30.0], [20.0, 40.0], [5.0, 5.0]])
+    # Densities 10 and 10: no spread beyond Poisson noise, one shared density.
+    same = _pooled_heavy_densities(np.array([[100.0, 0.0], [0.0, 400.0], [0.0, 0.0]]), cells, heavy)
+    np.testing.assert_allclose(same[heavy], [10.0, 10.0], rtol=1e-5)
+    # Densities 30 and 2: each keeps (nearly) its own.
+    apart = _pooled_heavy_densities(np.array([[300.0, 0.0], [0.0, 80.0], [0.0, 0.0]]), cells, heavy)
+    np.testing.assert_allclose(apart[heavy], [30.0, 2.0], rtol=0.03)
+    # In between: the Gamma shape maximising the negative binomial marginal (scipy's nbinom here), then
+    # (shape + O) / (shape / pooled + C).
+    sums = np.array([[150.0, 0.0], [0.0, 330.0], [0.0, 0.0]])
+    totals, sizes = np.array([150.0, 330.0]), np.array([10.0, 40.0])
+    pooled = totals.sum() / sizes.sum()
+    shapes = np.logspace(-1, 7, 81)
+    log_marginal = [nbinom.logpmf(totals, shape, shape / (shape + sizes * pooled)).sum() for shape in shapes]
+    shape = shapes[np.argmax(log_marginal)]
+    assert 1 < shape < 1e6
+    np.testing.assert_allclose(_pooled_heavy_densities(sums, cells, heavy)[heavy],
+                               (shape + totals) / (shape / pooled + sizes))
+    # One heavy block, or blocks without cells: own densities, 0 without cells.
+    one = np.array([[True, False], [False, False], [False, False]])
+    np.testing.assert_allclose(_pooled_heavy_densities(sums, cells, one), sums / cells)
+    empty = _pooled_heavy_densities(sums, np.array([[10.0, 30.0], [20.0, 0.0], [5.0, 5.0]]), heavy)
+    assert empty[1, 1] == 0 and empty[0, 0] == 15.0
 
 
 def test_refine_partition_without_heavy_blocks_or_rounds_changes_nothing_and_keeps_set_aside_items():

@@ -135,7 +135,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         over the blocks tested; min_size 2).
     refine : bool, default=True
         Before the significance rule, refine the row and column partitions under the block model it assumes
-        (heavy blocks at their own density, background elsewhere; soft EM, rows then columns;
+        (heavy blocks at their densities, pooled by empirical Bayes, background elsewhere; soft EM, rows then
+        columns;
         ``conjoined.extract.refine_partition``). The DP mixtures' posterior summary tends to leave borderline
         rows of a small block out; this decides them by their likelihood under the blocks' densities. It does
         not change ``row_labels_`` and ``column_labels_`` (the mixtures' partitions); the refined partitions

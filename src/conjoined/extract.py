@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import logsumexp, xlogy
+from scipy.special import gammaln, logsumexp, xlogy
 from scipy.stats import norm
 
 from ._validation import check_int, check_matrix, check_positive
@@ -61,6 +61,8 @@ RULES = ("significance", "paper-code", "dt2b")
 DEFAULT_Z_MIN = 3.0
 FAMILY_ERROR = 0.01
 DEFAULT_MIN_SIZE = 2
+# Candidate Gamma shapes of the heavy blocks' densities (empirical Bayes); the largest stands for one shared density.
+POOLING_SHAPES = np.logspace(-1, 7, 81)
 
 
 class Biclusters(NamedTuple):
@@ -279,15 +281,43 @@ def _heavy_of_partition(X, row_labels, column_labels, z_min, min_size):
     return row_sets, column_sets, heavy, rho0, z, z_min
 
 
+def _pooled_heavy_densities(sums, cells, heavy):
+    """Empirical-Bayes densities (K, L) of the heavy blocks (entries outside ``heavy`` are meaningless).
+
+    ``sums``, ``cells`` (K, L): counts and number of cells of each block. The heavy blocks' densities are taken
+    as draws from a Gamma distribution with mean ``rho_h``, their pooled density, and shape ``kappa``; given
+    them, a block's total is Poisson, so it is negative binomial given ``kappa`` alone. ``kappa`` maximises that
+    marginal likelihood over ``POOLING_SHAPES`` and each block gets its posterior mean density
+    ``(kappa + O) / (kappa / rho_h + C)``. Blocks whose totals differ no more than Poisson noise allows get
+    (nearly) one shared density; blocks of clearly different densities keep their own. A small block's density,
+    estimated from few cells, is otherwise the noisiest number in the model. Blocks without cells get 0; with
+    fewer than two heavy blocks with cells, every block keeps its own density.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = np.where(cells > 0, sums / cells, 0.0)
+    counted = heavy & (cells > 0)
+    if counted.sum() < 2 or sums[counted].sum() <= 0:
+        return own
+    totals, sizes = sums[counted], cells[counted]
+    pooled = totals.sum() / sizes.sum()
+    shape = POOLING_SHAPES[:, None]
+    means = sizes[None, :] * pooled
+    log_marginal = (gammaln(shape + totals) - gammaln(shape) + shape * np.log(shape / (shape + means))
+                    + xlogy(totals, means / (shape + means))).sum(axis=1)
+    kappa = POOLING_SHAPES[np.argmax(log_marginal)]
+    return np.where(cells > 0, (kappa + sums) / (kappa / pooled + cells), 0.0)
+
+
 def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
     """Soft EM of one side's memberships under the block model, the other side fixed; returns hard labels.
 
     ``aggregated`` (n, L): each item's counts summed over the other side's clusters, which have ``n_other``
     (L,) members. Item i in cluster k has Poisson counts of rate ``rate[k, l]`` per cell over cluster l:
-    the block's own density where (k, l) is heavy, the shared background density elsewhere; mixing weights
-    are the clusters' shares. Rates and weights are re-estimated from the responsibilities (the borderline
-    items count by their probability, which tempers the optimism of rates estimated from hard members only).
-    Items with label -1 stay -1; clusters keep their indices (one may end up empty).
+    the heavy block's density where (k, l) is heavy (empirical Bayes, pooled towards the other heavy blocks:
+    ``_pooled_heavy_densities``), the shared background density elsewhere; mixing weights are the clusters'
+    shares. Rates and weights are re-estimated from the responsibilities (the borderline items count by their
+    probability, which tempers the optimism of rates estimated from hard members only). Items with label -1
+    stay -1; clusters keep their indices (one may end up empty).
     """
     active = labels >= 0
     X_a, K = aggregated[active], heavy.shape[0]
@@ -300,7 +330,7 @@ def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
         light_size = cells[light_cells].sum()
         background = sums[light_cells].sum() / light_size if light_size > 0 else 0.0
         with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where(heavy, sums / cells, background)
+            rate = np.where(heavy, _pooled_heavy_densities(sums, cells, heavy), background)
         rate = np.where(np.isfinite(rate) & (rate > 0), rate, np.finfo(np.float64).tiny)
         with np.errstate(divide="ignore"):
             log_post = X_a @ np.log(rate).T - (rate * n_other[None, :]).sum(axis=1)[None, :]
@@ -319,7 +349,10 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
     """Refine a row and a column partition under the block model behind the significance rule.
 
     The model: every cell of a heavy block (k, l) (as the significance rule finds them) has Poisson counts at
-    that block's density, every other cell at one shared background density. Rows are re-assigned by a soft EM
+    that block's density, every other cell at one shared background density. The heavy blocks' densities are
+    pooled by empirical Bayes: one shared density when they differ by no more than Poisson noise, their own
+    when they clearly differ, in between otherwise (a small block's density from its few cells is too noisy to
+    decide its borderline rows alone). Rows are re-assigned by a soft EM
     of their memberships given the column partition (mixing weights, block and background densities
     re-estimated), hardened by their most probable cluster, then columns likewise given the rows, for up to
     ``n_rounds`` rounds or until nothing moves. This is the plug-in version of classifying each row by its
