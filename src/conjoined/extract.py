@@ -329,8 +329,7 @@ def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
         cells = np.outer(weight, n_other)
         light_size = cells[light_cells].sum()
         background = sums[light_cells].sum() / light_size if light_size > 0 else 0.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where(heavy, _pooled_heavy_densities(sums, cells, heavy), background)
+        rate = np.where(heavy, _pooled_heavy_densities(sums, cells, heavy), background)
         rate = np.where(np.isfinite(rate) & (rate > 0), rate, np.finfo(np.float64).tiny)
         with np.errstate(divide="ignore"):
             log_post = X_a @ np.log(rate).T - (rate * n_other[None, :]).sum(axis=1)[None, :]
