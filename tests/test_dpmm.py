@@ -108,6 +108,16 @@ def test_traces_and_attributes():
     assert conjoined.DPMM(n_iter=5, store_labels=False, random_state=0).fit(X).labels_trace_ is None
 
 
+def test_progress_bar_redraws_at_its_own_pace_not_every_iteration(capsys):
+    pytest.importorskip("tqdm")
+    X, _ = multinomial_mixture(3, n=30)
+    conjoined.DPMM(n_iter=400, random_state=0, verbose=True).fit(X)
+    err = capsys.readouterr().err
+    assert "DPMM on 30 points" in err and "K=" in err
+    # tqdm redraws at most every 0.1 s; the fit takes well under 10 s even on a loaded machine
+    assert err.count("DPMM on 30 points") < 100
+
+
 def test_log_posterior_matches_its_formula_at_the_end():
     X, _ = multinomial_mixture(6, n=60, K=3)
     model = conjoined.DPMM(n_iter=30, random_state=0).fit(X)

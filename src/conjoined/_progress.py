@@ -18,7 +18,7 @@ class _PlainBar:
             self.last = now
             print(f"{self.desc}: {self.done}/{self.total} ({now - self.start:.1f} s)", file=sys.stderr)
 
-    def set_postfix_str(self, text):
+    def set_postfix_str(self, text, refresh=True):
         self.postfix = text
 
     def close(self):
@@ -29,7 +29,7 @@ class _NoBar:
     def update(self, n=1):
         pass
 
-    def set_postfix_str(self, text):
+    def set_postfix_str(self, text, refresh=True):
         pass
 
     def close(self):

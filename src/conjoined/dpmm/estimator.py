@@ -288,8 +288,9 @@ class DPMM(ClusterMixin, BaseEstimator):
                         traces["labels"][it] = backend.all_labels()
                     if checkpointer is not None and checkpointer.due(it + 1, n_iter):
                         checkpointer.save(it + 1, state, rng, backend, traces)
+                    # refresh=False: the bar redraws at tqdm's own pace, not on every iteration
+                    bar.set_postfix_str(f"K={K}", refresh=False)
                     bar.update()
-                    bar.set_postfix_str(f"K={K}")
             labels = backend.all_labels().copy()
         finally:
             bar.close()
