@@ -3,6 +3,7 @@ import pytest
 from scipy.stats import nbinom
 
 from conjoined.extract import (
+    POOLING_SHAPES,
     Biclusters,
     _pooled_heavy_densities,
     extract_biclusters,
@@ -190,17 +191,27 @@ def test_pooled_heavy_densities_are_the_empirical_bayes_posterior_means():
     sums = np.array([[150.0, 0.0], [0.0, 330.0], [0.0, 0.0]])
     totals, sizes = np.array([150.0, 330.0]), np.array([10.0, 40.0])
     pooled = totals.sum() / sizes.sum()
-    shapes = np.logspace(-1, 7, 81)
+    shapes = POOLING_SHAPES * totals.max()
     log_marginal = [nbinom.logpmf(totals, shape, shape / (shape + sizes * pooled)).sum() for shape in shapes]
     shape = shapes[np.argmax(log_marginal)]
-    assert 1 < shape < 1e6
+    assert shapes[0] < shape < shapes[-1]
     np.testing.assert_allclose(_pooled_heavy_densities(sums, cells, heavy)[heavy],
                                (shape + totals) / (shape / pooled + sizes))
-    # One heavy block, or blocks without cells: own densities, 0 without cells.
+    # Light blocks keep their own density.
+    np.testing.assert_allclose(_pooled_heavy_densities(sums, cells, heavy)[~heavy], (sums / cells)[~heavy])
+    # The same at any scale: blocks of billions of counts whose densities differ by less than Poisson noise
+    # (2e4 against a standard deviation of 3e4) share one.
+    big_sums = np.array([[1e9 + 2e4, 0.0], [0.0, 4e9], [0.0, 0.0]])
+    big = _pooled_heavy_densities(big_sums, cells, heavy)
+    np.testing.assert_allclose(big[heavy], big_sums[heavy].sum() / cells[heavy].sum(), rtol=1e-7)
+    # One heavy block with cells: own densities, 0 without cells.
     one = np.array([[True, False], [False, False], [False, False]])
     np.testing.assert_allclose(_pooled_heavy_densities(sums, cells, one), sums / cells)
-    empty = _pooled_heavy_densities(sums, np.array([[10.0, 30.0], [20.0, 0.0], [5.0, 5.0]]), heavy)
-    assert empty[1, 1] == 0 and empty[0, 0] == 15.0
+    three = heavy | np.array([[False, False], [False, False], [True, False]])
+    no_cells = np.array([[10.0, 30.0], [20.0, 40.0], [0.0, 5.0]])
+    pooled_three = _pooled_heavy_densities(sums + np.array([[0, 0], [0, 0], [7.0, 0]]), no_cells, three)
+    assert pooled_three[2, 0] == 0
+    np.testing.assert_allclose(pooled_three[heavy], _pooled_heavy_densities(sums, cells, heavy)[heavy])
 
 
 def test_refine_partition_without_heavy_blocks_or_rounds_changes_nothing_and_keeps_set_aside_items():

@@ -61,8 +61,9 @@ RULES = ("significance", "paper-code", "dt2b")
 DEFAULT_Z_MIN = 3.0
 FAMILY_ERROR = 0.01
 DEFAULT_MIN_SIZE = 2
-# Candidate Gamma shapes of the heavy blocks' densities (empirical Bayes); the largest stands for one shared density.
-POOLING_SHAPES = np.logspace(-1, 7, 81)
+# Candidate Gamma shapes of the heavy blocks' densities (empirical Bayes), in units of the largest block total:
+# from no pooling (shape far below every total) to one shared density (far above).
+POOLING_SHAPES = np.logspace(-4, 4, 81)
 
 
 class Biclusters(NamedTuple):
@@ -282,12 +283,13 @@ def _heavy_of_partition(X, row_labels, column_labels, z_min, min_size):
 
 
 def _pooled_heavy_densities(sums, cells, heavy):
-    """Empirical-Bayes densities (K, L) of the heavy blocks (entries outside ``heavy`` are meaningless).
+    """Empirical-Bayes densities (K, L) of the heavy blocks; other blocks keep their own density.
 
     ``sums``, ``cells`` (K, L): counts and number of cells of each block. The heavy blocks' densities are taken
     as draws from a Gamma distribution with mean ``rho_h``, their pooled density, and shape ``kappa``; given
     them, a block's total is Poisson, so it is negative binomial given ``kappa`` alone. ``kappa`` maximises that
-    marginal likelihood over ``POOLING_SHAPES`` and each block gets its posterior mean density
+    marginal likelihood over ``POOLING_SHAPES`` times the largest block total, and each block gets its posterior
+    mean density
     ``(kappa + O) / (kappa / rho_h + C)``. Blocks whose totals differ no more than Poisson noise allows get
     (nearly) one shared density; blocks of clearly different densities keep their own. A small block's density,
     estimated from few cells, is otherwise the noisiest number in the model. Blocks without cells get 0; with
@@ -300,12 +302,15 @@ def _pooled_heavy_densities(sums, cells, heavy):
         return own
     totals, sizes = sums[counted], cells[counted]
     pooled = totals.sum() / sizes.sum()
-    shape = POOLING_SHAPES[:, None]
+    shapes = POOLING_SHAPES * totals.max()
+    shape = shapes[:, None]
     means = sizes[None, :] * pooled
     log_marginal = (gammaln(shape + totals) - gammaln(shape) + shape * np.log(shape / (shape + means))
                     + xlogy(totals, means / (shape + means))).sum(axis=1)
-    kappa = POOLING_SHAPES[np.argmax(log_marginal)]
-    return np.where(cells > 0, (kappa + sums) / (kappa / pooled + cells), 0.0)
+    kappa = shapes[np.argmax(log_marginal)]
+    pooled_density = np.zeros(sums.shape)
+    pooled_density[counted] = (kappa + totals) / (kappa / pooled + sizes)
+    return np.where(counted, pooled_density, own)
 
 
 def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
