@@ -289,9 +289,8 @@ def _pooled_heavy_densities(sums, cells, heavy):
     as draws from a Gamma distribution with mean ``rho_h``, their pooled density, and shape ``kappa``; given
     them, a block's total is Poisson, so it is negative binomial given ``kappa`` alone. ``kappa`` maximises that
     marginal likelihood over ``POOLING_SHAPES`` times the largest block total, and each block gets its posterior
-    mean density
-    ``(kappa + O) / (kappa / rho_h + C)``. Blocks whose totals differ no more than Poisson noise allows get
-    (nearly) one shared density; blocks of clearly different densities keep their own. A small block's density,
+    mean density ``(kappa + O) / (kappa / rho_h + C)``. Blocks whose totals differ no more than Poisson noise
+    allows get (nearly) one shared density; blocks of clearly different densities keep their own. A small block's density,
     estimated from few cells, is otherwise the noisiest number in the model. Blocks without cells get 0; with
     fewer than two heavy blocks with cells, every block keeps its own density.
     """
@@ -308,9 +307,8 @@ def _pooled_heavy_densities(sums, cells, heavy):
     log_marginal = (gammaln(shape + totals) - gammaln(shape) + shape * np.log(shape / (shape + means))
                     + xlogy(totals, means / (shape + means))).sum(axis=1)
     kappa = shapes[np.argmax(log_marginal)]
-    pooled_density = np.zeros(sums.shape)
-    pooled_density[counted] = (kappa + totals) / (kappa / pooled + sizes)
-    return np.where(counted, pooled_density, own)
+    own[counted] = (kappa + totals) / (kappa / pooled + sizes)
+    return own
 
 
 def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
