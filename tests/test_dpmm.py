@@ -108,8 +108,19 @@ def test_traces_and_attributes():
     assert conjoined.DPMM(n_iter=5, store_labels=False, random_state=0).fit(X).labels_trace_ is None
 
 
-def test_progress_bar_redraws_at_its_own_pace_not_every_iteration(capsys):
+def test_progress_bar_redraws_at_its_own_pace_not_every_iteration(capsys, monkeypatch):
     pytest.importorskip("tqdm")
+    import time
+
+    from conjoined.dpmm import estimator
+
+    step = estimator.sampler.step
+
+    def slow_step(*args, **kwargs):  # iterations of 2 ms at least: the fit spans several of tqdm's 0.1 s redraws
+        time.sleep(0.002)
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(estimator.sampler, "step", slow_step)
     X, _ = multinomial_mixture(3, n=30)
     conjoined.DPMM(n_iter=400, random_state=0, verbose=True).fit(X)
     err = capsys.readouterr().err
@@ -351,3 +362,107 @@ def test_count_log_marginals_match_their_closed_form(prior):
         expected = (a * np.log(r) - gammaln(a) + gammaln(a + s1) - (a + s1) * np.log(r + n[..., None])).sum(-1)
     assert got.shape == (4, 2)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-10)
+
+
+def count_state(prior_name, seed, n=90, K=4):
+    """(X, fitted count prior, local backend, state with sub-cluster statistics and reset flags) on a mixture."""
+    X, _ = multinomial_mixture(seed, n=n, K=3, d=12)
+    prior = {"multinomial": conjoined.Multinomial(0.5), "poisson": conjoined.PoissonGamma(1.0)}[prior_name]
+    prior = prior.fitted(X.astype(float))
+    backend = backends.LocalBackend(sp.csr_matrix(X), np.random.SeedSequence(seed).spawn(1))
+    state = sampler.init(backend, K, prior)
+    return X, prior, backend, state._replace(random_sub=np.arange(state.age.shape[0]) % 2 == 0)
+
+
+@pytest.mark.parametrize("prior_name", ["multinomial", "poisson"])
+@pytest.mark.parametrize("with_subclusters", [True, False])
+def test_count_parameter_kernel_draws_what_the_generic_path_draws(prior_name, with_subclusters):
+    _, prior, _, state = count_state(prior_name, 0)
+    fast = sampler.sample_kernel_params(state, prior, 0.7, np.random.default_rng(5), with_subclusters)
+    generic = sampler._sample_kernel_params_numpy(state, prior, 0.7, np.random.default_rng(5), with_subclusters)
+    (log_rate, offset), log_w, (sub_log_rate, sub_offset), sub_log_w, random_sub = fast
+    (g_log_rate, g_offset), g_log_w, (g_sub_log_rate, g_sub_offset), g_sub_log_w, g_random_sub = generic
+    for ours, theirs in [(log_rate, g_log_rate), (offset, g_offset), (log_w, g_log_w),
+                         (sub_log_rate, g_sub_log_rate), (sub_offset, g_sub_offset), (sub_log_w, g_sub_log_w)]:
+        assert ours.shape == theirs.shape
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(random_sub, g_random_sub)
+    if with_subclusters:  # the reset clusters got hyperplanes, the others sub-cluster draws
+        assert random_sub.any() and not random_sub.all()
+
+
+@pytest.mark.parametrize("prior_name", ["multinomial", "poisson"])
+def test_count_ratio_and_posterior_kernels_match_the_generic_formulas(prior_name):
+    _, prior, _, state = count_state(prior_name, 1)
+    stats = state.stats
+    np.testing.assert_allclose(sampler.split_log_ratios(prior, 0.7, stats),
+                               sampler._split_log_ratios_numpy(prior, 0.7, stats), rtol=1e-12)
+    whole = stats.sum(axis=1)
+    assert sampler.log_posterior(prior, 0.7, whole) == pytest.approx(
+        sampler._log_posterior_numpy(prior, 0.7, whole), rel=1e-12)
+
+
+@pytest.mark.parametrize("prior_name", ["multinomial", "poisson"])
+def test_count_split_merge_kernel_makes_the_generic_moves(prior_name):
+    """The fused kernel of a split/merge proposal and the generic path, from the same state and seed, accept
+    the same moves and leave the same labels and statistics, move after move."""
+    from conjoined.dpmm import sams
+    _, prior, fast_backend, fast = count_state(prior_name, 2, K=9)
+    _, _, generic_backend, generic = count_state(prior_name, 2, K=9)
+    fast_rng, generic_rng = np.random.default_rng(3), np.random.default_rng(3)
+    accepted = np.zeros(2, int)
+    for _ in range(400):
+        fast, n_splits, n_merges = sams.sams_move(fast, fast_backend, prior, 1.0, fast_rng)
+        generic, *moves = sams._sams_move_numpy(generic, generic_backend, prior, 1.0, generic_rng)
+        assert [n_splits, n_merges] == moves
+        accepted += moves
+        assert np.array_equal(fast_backend.all_labels(), generic_backend.all_labels())
+        for ours, theirs in [(fast.stats.n, generic.stats.n), (fast.stats.s1, generic.stats.s1),
+                             (fast.age, generic.age), (fast.random_sub, generic.random_sub)]:
+            np.testing.assert_array_equal(ours, theirs)
+    assert accepted.min() > 0, accepted  # both kinds of move were exercised
+    labels = fast_backend.all_labels()
+    K = fast.age.shape[0]
+    assert np.array_equal(fast.stats.sum(axis=1).n, np.bincount(labels, minlength=K))
+
+
+@pytest.mark.parametrize("prior_name", ["multinomial", "poisson"])
+def test_count_point_moves_kernel_makes_the_generic_moves(prior_name):
+    """The fused kernel of the single-point moves and the generic path (log marginal differences), from the same
+    state and draws, give the same labels and statistics."""
+    from conjoined.dpmm import point_moves
+    _, prior, fast_backend, fast = count_state(prior_name, 4, K=6)
+    _, _, generic_backend, generic = count_state(prior_name, 4, K=6)
+    opened = closed = 0
+    for seed in range(30):
+        fast, o, c = point_moves.point_moves(fast, fast_backend, prior, 2.0, np.random.default_rng(seed), 20)
+        draws = point_moves._draw_points(generic_backend.n_points, 20, np.random.default_rng(seed))
+        stats, n_slots = point_moves._point_moves_numpy(generic, generic_backend, prior, 2.0, *draws)
+        K = generic.age.shape[0]
+        generic = sampler.DPMMState(stats, np.ones(stats.n.shape[0], np.int64), np.ones(stats.n.shape[0], bool))
+        assert (o, c) == (n_slots - K, n_slots - stats.n.shape[0])
+        opened, closed = opened + o, closed + c
+        assert np.array_equal(fast_backend.all_labels(), generic_backend.all_labels())
+        np.testing.assert_array_equal(fast.stats.n, generic.stats.n)
+        np.testing.assert_array_equal(fast.stats.s1, generic.stats.s1)
+    assert opened > 0 and closed > 0, (opened, closed)
+
+
+def test_count_split_merge_kernel_on_clusters_of_one_and_two_points():
+    """Proposals whose clusters hold one or two points (no other point to allocate) are decided like the
+    generic path's."""
+    from conjoined.dpmm import sams
+    X = np.array([[5, 0, 0], [4, 1, 0], [0, 6, 1], [0, 0, 7]])
+    prior = conjoined.Multinomial(0.5).fitted(X.astype(float))
+    results = []
+    for move in (sams.sams_move, sams._sams_move_numpy):
+        backend = backends.LocalBackend(sp.csr_matrix(X), np.random.SeedSequence(0).spawn(1))
+        state = sampler.init(backend, 4, prior)
+        rng = np.random.default_rng(1)
+        trace = []
+        for _ in range(300):
+            state, n_splits, n_merges = move(state, backend, prior, 1.0, rng)
+            trace.append((n_splits, n_merges, tuple(backend.all_labels())))
+        results.append(trace)
+    assert results[0] == results[1]
+    assert sum(t[0] for t in results[0]) > 0 and sum(t[1] for t in results[0]) > 0

@@ -134,7 +134,9 @@ class Shard:
                 np.ascontiguousarray(sub_log_rate.T), sub_offset, sub_log_w, random_sub, *restriction, u,
                 self.thread_blocks,
             )
-            stats = _as_stats(counts.sum(axis=0), sums.sum(axis=0), None, K)
+            if counts.shape[0] > 1:
+                counts, sums = counts.sum(axis=0), sums.sum(axis=0)
+            stats = _as_stats(counts, sums, None, K)
         else:
             kernel = kernels.assign_gaussian if self.parallel else kernels.assign_gaussian_serial
             bounds = np.unique(np.concatenate([
@@ -167,10 +169,11 @@ class Shard:
             self.labels[(self.labels == k) & (self.sublabels == 1)] = new
         if moved is not None:
             index, label = moved
+            label = np.asarray(label)
             mine = (index >= self.offset) & (index < self.offset + self.n)
-            self.labels[index[mine] - self.offset] = np.broadcast_to(label, index.shape)[mine]
+            self.labels[index[mine] - self.offset] = label[mine] if label.ndim else label
         mapping = np.asarray(mapping, np.int64)
-        if not np.array_equal(mapping, np.arange(mapping.shape[0])):
+        if (mapping != np.arange(mapping.shape[0])).any():
             self.labels = mapping[self.labels].astype(np.int32)
 
     def points_of(self, clusters):
@@ -180,6 +183,15 @@ class Shard:
             in_clusters |= self.labels == k
         local = np.flatnonzero(in_clusters)
         return local + self.offset, self._rows(local)
+
+    def held_points(self):
+        """Every point held here: ``SparseRows`` (no copy) or the dense array. The kernels of the exact moves read
+        it with global point indices, so it is for the driver's backends, which hold every point from offset 0."""
+        if self.offset != 0:
+            raise RuntimeError("held_points is indexed globally: only a backend holding every point has them")
+        if not self.sparse:
+            return self.values
+        return SparseRows(self.indptr, self.indices, self.values, self.d)
 
     def rows_at(self, index):
         """Data rows of the points with global indices ``index`` (sorted, all held here)."""

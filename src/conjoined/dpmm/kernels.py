@@ -1,4 +1,6 @@
-"""numba kernels of the sampler's one pass over the data.
+"""numba kernels of the sampler: its one pass over the data, the exact moves' allocations and, for count priors,
+the driver's maths of an iteration (parameter draws, split/merge proposals, single-point moves), fused so that an
+iteration on small data is a handful of calls rather than dozens of numpy ones.
 
 Each ``assign_*`` kernel fuses, for every point: the scores under the K clusters, the draw of its label, the
 scores under its own cluster's two sub-clusters, the draw of its sub-label, and the accumulation of the
@@ -88,23 +90,29 @@ def _mask_unreachable(scores, i, priority, anchor_priority, anchor_index, first_
 
 
 @njit(cache=True, nogil=True)
+def _log_dirichlet_into(rng, concentration, out):
+    """Log of one Dirichlet draw with ``concentration`` (d,), all > 0, written into ``out`` (d,), with the numpy
+    Generator ``rng``: ``log G(a) = log G(a + 1) + log(U) / a`` (no underflow for tiny a), normalised in log
+    space."""
+    top = -np.inf
+    for f in range(concentration.shape[0]):
+        a = concentration[f]
+        out[f] = math.log(rng.standard_gamma(a + 1.0)) + math.log(1.0 - rng.random()) / a
+        top = max(top, out[f])
+    total = 0.0
+    for f in range(concentration.shape[0]):
+        total += math.exp(out[f] - top)
+    shift = top + math.log(total)
+    for f in range(concentration.shape[0]):
+        out[f] -= shift
+
+
+@njit(cache=True, nogil=True)
 def log_dirichlet_rows(rng, concentration):
-    """(B, d) logs of one Dirichlet draw per row of ``concentration`` (B, d), all > 0, with the numpy Generator
-    ``rng``: ``log G(a) = log G(a + 1) + log(U) / a`` (no underflow for tiny a), normalised in log space."""
-    B, d = concentration.shape
-    out = np.empty((B, d))
-    for b in range(B):
-        top = -np.inf
-        for f in range(d):
-            a = concentration[b, f]
-            out[b, f] = math.log(rng.standard_gamma(a + 1.0)) + math.log(1.0 - rng.random()) / a
-            top = max(top, out[b, f])
-        total = 0.0
-        for f in range(d):
-            total += math.exp(out[b, f] - top)
-        shift = top + math.log(total)
-        for f in range(d):
-            out[b, f] -= shift
+    """(B, d) logs of one Dirichlet draw per row of ``concentration`` (B, d) (``_log_dirichlet_into``)."""
+    out = np.empty(concentration.shape)
+    for b in range(concentration.shape[0]):
+        _log_dirichlet_into(rng, concentration[b], out[b])
     return out
 
 
@@ -392,6 +400,25 @@ def _count_log_predictive(kind, hyper, n, total, sums, indptr, indices, data, i)
 
 
 @njit(cache=True, nogil=True)
+def _count_log_marginal(kind, hyper, n, sums):
+    """Log marginal likelihood of one cluster of ``n`` points summing to ``sums`` (d,) (``count_log_marginals``)."""
+    d = sums.shape[0]
+    a = hyper[0]
+    lgamma_a = math.lgamma(a)
+    total = 0.0
+    acc = 0.0
+    for f in range(d):
+        x = sums[f]
+        if x != 0.0:
+            total += x
+            acc += math.lgamma(a + x) - lgamma_a
+    if kind == COUNT_MULTINOMIAL:
+        return acc + math.lgamma(a * d) - math.lgamma(a * d + total)
+    log_ratio = math.log(hyper[1] + n)
+    return acc + d * a * (math.log(hyper[1]) - log_ratio) - total * log_ratio
+
+
+@njit(cache=True, nogil=True)
 def count_log_marginals(kind, hyper, n, sums):
     """(B,) log marginal likelihoods of B clusters with ``n`` (B,) points summing to ``sums`` (B, d) under a count
     prior (``kind``, ``hyper`` as in ``_count_log_predictive``), up to terms that cancel between partitions.
@@ -401,23 +428,9 @@ def count_log_marginals(kind, hyper, n, sums):
     = d a log(b / (b + n)) - S log(b + n) + sum_f [lgamma(a + S_f) - lgamma(a)], with S = sum_f S_f. Features with
     S_f = 0 add nothing to the last sum, which is taken over the others only.
     """
-    B, d = sums.shape
-    out = np.empty(B)
-    a = hyper[0]
-    lgamma_a = math.lgamma(a)
-    for b in range(B):
-        total = 0.0
-        acc = 0.0
-        for f in range(d):
-            x = sums[b, f]
-            if x != 0.0:
-                total += x
-                acc += math.lgamma(a + x) - lgamma_a
-        if kind == COUNT_MULTINOMIAL:
-            out[b] = acc + math.lgamma(a * d) - math.lgamma(a * d + total)
-        else:
-            log_ratio = math.log(hyper[1] + n[b])
-            out[b] = acc + d * a * (math.log(hyper[1]) - log_ratio) - total * log_ratio
+    out = np.empty(sums.shape[0])
+    for b in range(sums.shape[0]):
+        out[b] = _count_log_marginal(kind, hyper, n[b], sums[b])
     return out
 
 
@@ -588,3 +601,278 @@ def gaussian_sequential_allocation(X, kappa, mean, nu, chol_psi, anchors, order,
             for b in range(d):
                 outer[s, a, b] += x[a] * x[b]
     return log_q, side, counts, sums, outer
+
+
+# --- Driver-side maths of count priors (``sampler.py``, ``sams.py``, ``point_moves.py``) ---------------------
+# On small data an iteration is a few dozen numpy calls on arrays of a few dozen values, and their per-call costs
+# are most of its time; these kernels do the same maths for count priors in one call each, drawing from the
+# driver's numpy Generator in the order of the generic (numpy) path, whose tests they pass.
+
+
+@njit(cache=True, nogil=True)
+def _sample_count_params(rng, kind, hyper, n, sums, log_rate, offset):
+    """Draw the parameters of B clusters with ``n`` (B,) points summing to ``sums`` (B, d) from the count prior's
+    posterior into ``log_rate`` (B, d) and ``offset`` (B,) (``priors.Multinomial.sample``,
+    ``priors.PoissonGamma.sample``)."""
+    B, d = sums.shape
+    if kind == COUNT_MULTINOMIAL:
+        concentration = np.empty(d)
+        for b in range(B):
+            for f in range(d):
+                concentration[f] = sums[b, f] + hyper[0]
+            _log_dirichlet_into(rng, concentration, log_rate[b])
+            offset[b] = 0.0
+        return
+    # numpy's order: every Gamma draw, then every uniform
+    for b in range(B):
+        for f in range(d):
+            log_rate[b, f] = math.log(rng.standard_gamma(sums[b, f] + hyper[0] + 1.0))
+    for b in range(B):
+        log_b = math.log(n[b] + hyper[1])
+        total = 0.0
+        for f in range(d):
+            log_rate[b, f] = log_rate[b, f] + math.log(rng.random()) / (sums[b, f] + hyper[0]) - log_b
+            total += math.exp(log_rate[b, f])
+        offset[b] = -total
+
+
+@njit(cache=True, nogil=True)
+def count_kernel_params(rng, kind, hyper, alpha, sub_n, sub_sums, random_sub, with_subclusters):
+    """``sampler.sample_kernel_params`` for a count prior, from the sub-cluster statistics ``sub_n`` (K, 2) and
+    ``sub_sums`` (K, 2, d) of a state whose reset flags are ``random_sub`` (K,).
+
+    Returns ``(log_rate (K, d), offset (K,), log_w (K,), sub_log_rate (2K, d or 0), sub_offset (2K,),
+    sub_log_w (2K,), random_sub (K,))``.
+    """
+    K, _, d = sub_sums.shape
+    n = np.empty(K)
+    sums = np.empty((K, d))
+    for k in range(K):
+        n[k] = sub_n[k, 0] + sub_n[k, 1]
+        for f in range(d):
+            sums[k, f] = sub_sums[k, 0, f] + sub_sums[k, 1, f]
+    log_w = np.empty(K)
+    _log_dirichlet_into(rng, n, log_w)
+    log_rate = np.empty((K, d))
+    offset = np.empty(K)
+    _sample_count_params(rng, kind, hyper, n, sums, log_rate, offset)
+    if not with_subclusters:
+        return (log_rate, offset, log_w, np.zeros((2 * K, 0)), np.zeros(2 * K), np.zeros(2 * K),
+                np.ones(K, np.bool_))
+    sub_log_w = np.empty(2 * K)
+    pair = np.empty(2)
+    for k in range(K):
+        pair[0] = sub_n[k, 0] + alpha / 2.0
+        pair[1] = sub_n[k, 1] + alpha / 2.0
+        _log_dirichlet_into(rng, pair, sub_log_w[2 * k:2 * k + 2])
+    sub_log_rate = np.empty((2 * K, d))
+    sub_offset = np.empty(2 * K)
+    _sample_count_params(rng, kind, hyper, sub_n.reshape(2 * K), sub_sums.reshape(2 * K, d), sub_log_rate,
+                         sub_offset)
+    # ``sampler._hyperplane_resets``
+    for k in range(K):
+        if random_sub[k]:
+            scale = max(n[k], 1.0)
+            dot = 0.0
+            for f in range(d):
+                sub_log_rate[2 * k, f] = rng.standard_normal()
+                dot += sub_log_rate[2 * k, f] * (sums[k, f] / scale)
+            sub_offset[2 * k] = dot
+    return log_rate, offset, log_w, sub_log_rate, sub_offset, sub_log_w, random_sub.copy()
+
+
+@njit(cache=True, nogil=True)
+def _count_split_log_ratio(kind, hyper, alpha, n_l, n_r, sums_l, sums_r, whole):
+    """``sampler.split_log_ratio`` of one cluster with sub-clusters (n_l, sums_l) and (n_r, sums_r), both
+    non-empty; ``whole`` (d,) is scratch space."""
+    for f in range(whole.shape[0]):
+        whole[f] = sums_l[f] + sums_r[f]
+    return (math.log(alpha) + math.lgamma(n_l) + math.lgamma(n_r) - math.lgamma(n_l + n_r)
+            + _count_log_marginal(kind, hyper, n_l, sums_l) + _count_log_marginal(kind, hyper, n_r, sums_r)
+            - _count_log_marginal(kind, hyper, n_l + n_r, whole))
+
+
+@njit(cache=True, nogil=True)
+def count_split_log_ratios(kind, hyper, alpha, sub_n, sub_sums):
+    """(B,) ``sampler.split_log_ratios`` of B clusters with sub-cluster statistics ``sub_n`` (B, 2) and
+    ``sub_sums`` (B, 2, d) under a count prior; -inf where a sub-cluster is empty."""
+    out = np.empty(sub_sums.shape[0])
+    whole = np.empty(sub_sums.shape[2])
+    for b in range(sub_sums.shape[0]):
+        if sub_n[b, 0] <= 0.0 or sub_n[b, 1] <= 0.0:
+            out[b] = -np.inf
+        else:
+            out[b] = _count_split_log_ratio(kind, hyper, alpha, sub_n[b, 0], sub_n[b, 1], sub_sums[b, 0],
+                                            sub_sums[b, 1], whole)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def count_log_posterior(kind, hyper, alpha, n, sums):
+    """``sampler.log_posterior`` of K clusters with ``n`` (K,) points summing to ``sums`` (K, d) under a count
+    prior."""
+    total = 0.0
+    acc = 0.0
+    for k in range(n.shape[0]):
+        total += n[k]
+        acc += math.log(alpha) + math.lgamma(n[k]) + _count_log_marginal(kind, hyper, n[k], sums[k])
+    return math.lgamma(alpha) - math.lgamma(total + alpha) + acc
+
+
+@njit(cache=True, nogil=True)
+def count_point_moves_at(indptr, indices, data, all_labels, index, order, u, kind, hyper, alpha, sub_n, sub_sums):
+    """``point_moves.point_moves`` for count points (CSR, all of them, labelled ``all_labels``): the updates of
+    ``count_point_moves`` of the points ``index`` (sorted) in ``order``, in a state whose sub-cluster statistics
+    are ``sub_n`` (K, 2) and ``sub_sums`` (K, 2, d).
+
+    Returns ``(labels (m,), mapping (C,), n (K', 2), sums (K', 2, d), C)``: the points' new labels among the C
+    cluster slots used, each slot's cluster after emptied ones are dropped (-1: dropped), and the statistics of
+    the K' clusters left, each whole in sub-cluster slot 0.
+    """
+    K, _, d = sub_sums.shape
+    m = index.shape[0]
+    rows = csr_take_rows(indptr, indices, data, index)
+    labels = np.empty(m, np.int64)
+    for t in range(m):
+        labels[t] = all_labels[index[t]]
+    counts = np.zeros(K + m)
+    totals = np.zeros(K + m)
+    sums = np.zeros((K + m, d))
+    for k in range(K):
+        counts[k] = sub_n[k, 0] + sub_n[k, 1]
+        for f in range(d):
+            sums[k, f] = sub_sums[k, 0, f] + sub_sums[k, 1, f]
+            totals[k] += sums[k, f]
+    n_clusters = count_point_moves(rows[0], rows[1], rows[2], kind, hyper, alpha, labels, counts, totals, sums, K,
+                                   order, u)
+    mapping = np.full(n_clusters, -1, np.int64)
+    kept = 0
+    for k in range(n_clusters):
+        if counts[k] > 0.0:
+            mapping[k] = kept
+            kept += 1
+    out_n = np.zeros((kept, 2))
+    out_sums = np.zeros((kept, 2, d))
+    for k in range(n_clusters):
+        if mapping[k] >= 0:
+            out_n[mapping[k], 0] = counts[k]
+            out_sums[mapping[k], 0] = sums[k]
+    return labels, mapping, out_n, out_sums, n_clusters
+
+
+# Weights of the second point's three sources in a split/merge proposal (``sams.py``): uniform, the first point's
+# own cluster, a uniformly drawn cluster. numba compiles them in as constants: changing them means editing them.
+PAIR_WEIGHTS = (1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0)
+
+
+@njit(cache=True, nogil=True)
+def log_pair_probability(n, n_clusters, size_i, size_j, same):
+    """log of n q(i, j): the probability of drawing j second, given i, in a partition of n points into
+    ``n_clusters`` clusters where i's cluster has ``size_i`` points and j's ``size_j`` (``same``: one cluster)."""
+    p = PAIR_WEIGHTS[0] / (n - 1)
+    if same:
+        p += PAIR_WEIGHTS[1] / (size_i - 1) + PAIR_WEIGHTS[2] / (n_clusters * (size_i - 1))
+    else:
+        p += PAIR_WEIGHTS[2] / (n_clusters * size_j)
+    return math.log(p)
+
+
+@njit(cache=True, nogil=True)
+def _members(labels, first, second):
+    """Sorted indices of the points labelled ``first`` or ``second``."""
+    count = 0
+    for t in range(labels.shape[0]):
+        count += labels[t] == first or labels[t] == second
+    out = np.empty(count, np.int64)
+    count = 0
+    for t in range(labels.shape[0]):
+        if labels[t] == first or labels[t] == second:
+            out[count] = t
+            count += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _anchored_order(rng, index, i, j):
+    """Positions in ``index`` (sorted) of the anchors i and j, and the other positions in random order."""
+    anchors = np.empty(2, np.int64)
+    anchors[0] = np.searchsorted(index, i)
+    anchors[1] = np.searchsorted(index, j)
+    others = np.empty(index.shape[0] - 2, np.int64)
+    count = 0
+    for t in range(index.shape[0]):
+        if t != anchors[0] and t != anchors[1]:
+            others[count] = t
+            count += 1
+    # numpy draws nothing to order fewer than two values; numba's shuffle would index the empty array
+    return anchors, rng.permutation(others) if others.shape[0] > 1 else others
+
+
+@njit(cache=True, nogil=True)
+def count_sams_move(rng, kind, hyper, alpha, indptr, indices, data, labels, sub_n, sub_sums):
+    """One split-or-merge proposal of ``sams.py`` for count points (CSR, all of them) with ``labels``, in a state
+    whose sub-cluster statistics are ``sub_n`` (K, 2) and ``sub_sums`` (K, 2, d); the generic path's draws from
+    ``rng``, in its order.
+
+    Returns ``(outcome, first, second, moved, halves_n (2,), halves_sums (2, d))``: outcome 0 (nothing accepted),
+    1 (cluster ``first`` splits and the points ``moved`` leave it for a new cluster) or 2 (cluster ``second``
+    merges into ``first``); the halves are the statistics of the two clusters proposed.
+    """
+    n = labels.shape[0]
+    K, _, d = sub_sums.shape
+    nothing = (0, -1, -1, np.zeros(0, np.int64), np.zeros(2), np.zeros((2, d)))
+    if n < 2:
+        return nothing
+    i = rng.integers(0, n)
+    source = rng.random()
+    if source < PAIR_WEIGHTS[0]:
+        j = rng.integers(0, n - 1)
+        j += j >= i
+    else:
+        cluster = labels[i] if source < PAIR_WEIGHTS[0] + PAIR_WEIGHTS[1] else rng.integers(0, K)
+        members = _members(labels, cluster, cluster)
+        others = members[members != i]
+        if others.shape[0] == 0:
+            return nothing
+        j = others[rng.integers(0, others.shape[0])]
+    a, b = labels[i], labels[j]
+    whole = np.empty(d)
+    if a == b:
+        index = _members(labels, a, a)
+        anchors, order = _anchored_order(rng, index, i, j)
+        forced = np.full(index.shape[0], -1, np.int8)
+        u = np.empty(index.shape[0])
+        for t in range(index.shape[0]):
+            u[t] = rng.random()
+        rows = csr_take_rows(indptr, indices, data, index)
+        log_q, side, halves_n, halves_sums = count_sequential_allocation(rows[0], rows[1], rows[2], kind, hyper,
+                                                                         anchors, order, forced, u)
+        log_pair = (log_pair_probability(n, K + 1, halves_n[0], halves_n[1], False)
+                    - log_pair_probability(n, K, index.shape[0], index.shape[0], True))
+        log_h = _count_split_log_ratio(kind, hyper, alpha, halves_n[0], halves_n[1], halves_sums[0],
+                                       halves_sums[1], whole)
+        if math.log(rng.random()) >= log_h - log_q + log_pair:
+            return nothing
+        return 1, a, -1, index[side == 1], halves_n, halves_sums
+    # A merge: rejected early when the uniform exceeds the ratio without log q (``sams._propose_merge``)
+    log_u = math.log(rng.random())
+    size_a = sub_n[a, 0] + sub_n[a, 1]
+    size_b = sub_n[b, 0] + sub_n[b, 1]
+    sums_a = sub_sums[a, 0] + sub_sums[a, 1]
+    sums_b = sub_sums[b, 0] + sub_sums[b, 1]
+    log_pair = (log_pair_probability(n, K - 1, size_a + size_b, size_a + size_b, True)
+                - log_pair_probability(n, K, size_a, size_b, False))
+    log_h = -_count_split_log_ratio(kind, hyper, alpha, size_a, size_b, sums_a, sums_b, whole) + log_pair
+    if log_u >= log_h:
+        return nothing
+    index = _members(labels, a, b)
+    anchors, order = _anchored_order(rng, index, i, j)
+    forced = np.empty(index.shape[0], np.int8)
+    for t in range(index.shape[0]):
+        forced[t] = labels[index[t]] == b
+    rows = csr_take_rows(indptr, indices, data, index)
+    log_q, _, halves_n, halves_sums = count_sequential_allocation(rows[0], rows[1], rows[2], kind, hyper, anchors,
+                                                                  order, forced, np.zeros(index.shape[0]))
+    if log_u >= log_h + log_q:  # the forced allocation recreates a and b: halves are their statistics
+        return nothing
+    return 2, a, b, np.zeros(0, np.int64), halves_n, halves_sums

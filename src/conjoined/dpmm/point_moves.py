@@ -11,6 +11,7 @@ O(K x the point's non-zeros) for counts, O(K d^3) for the Gaussian prior.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import kernels
 from .backends import SparseRows
@@ -18,19 +19,34 @@ from .priors import SufficientStats
 from .sampler import DPMMState
 
 
-def _gaussian_point_moves(prior, alpha, X, labels, counts, sums, outer, n_clusters, order, u):
-    """The Gibbs updates of ``order`` for dense points ``X`` under a NIW prior (statistics updated in place);
-    the predictives are differences of log marginals. Returns the number of cluster slots used."""
+def _point_moves_numpy(state, backend, prior, alpha, index, order, u):
+    """The Gibbs updates of the points ``index`` (sorted) in ``order`` for any prior, applied to the backend; the
+    predictives are differences of log marginals (the Gaussian prior's path; the count kernel is tested against
+    it). Returns the statistics of the clusters left (each whole in sub-cluster slot 0) and the number of cluster
+    slots used."""
+    X = backend.rows_at(index)
+    if isinstance(X, SparseRows):
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=X.shape).toarray()
+    labels = backend.labels_at(index).astype(np.int64)
+    n_clusters = state.age.shape[0]
+    spare = index.shape[0]
+    whole = state.stats.sum(axis=1)
+    d = whole.s1.shape[1]
+    counts = np.concatenate([whole.n, np.zeros(spare)])
+    sums = np.concatenate([whole.s1, np.zeros((spare, d))])
+    outer = None if whole.s2 is None else np.concatenate([whole.s2, np.zeros((spare, d, d))])
     for m in order:
         x = X[m]
-        xx = np.outer(x, x)
+        xx = None if outer is None else np.outer(x, x)
         old = labels[m]
         counts[old] -= 1.0
         sums[old] -= x
-        outer[old] -= xx
+        if outer is not None:
+            outer[old] -= xx
         # Clusters 0..n_clusters-1 plus one empty slot standing for "a new cluster".
-        live = SufficientStats(counts[:n_clusters + 1], sums[:n_clusters + 1], outer[:n_clusters + 1])
-        with_x = SufficientStats(live.n + 1.0, live.s1 + x, live.s2 + xx)
+        live = SufficientStats(counts[:n_clusters + 1], sums[:n_clusters + 1],
+                               None if outer is None else outer[:n_clusters + 1])
+        with_x = SufficientStats(live.n + 1.0, live.s1 + x, None if outer is None else live.s2 + xx)
         log_p = prior.log_marginal(with_x) - prior.log_marginal(live)
         with np.errstate(divide="ignore"):
             log_p[:n_clusters] += np.log(counts[:n_clusters])
@@ -41,8 +57,27 @@ def _gaussian_point_moves(prior, alpha, X, labels, counts, sums, outer, n_cluste
         labels[m] = new
         counts[new] += 1.0
         sums[new] += x
-        outer[new] += xx
-    return n_clusters
+        if outer is not None:
+            outer[new] += xx
+
+    occupied = counts[:n_clusters] > 0
+    backend.update([], np.where(occupied, np.cumsum(occupied) - 1, -1), moved=(index, labels))
+
+    def whole_in_slot_0(values):
+        if values is None:
+            return None
+        slots = np.zeros((int(occupied.sum()), 2) + values.shape[1:])
+        slots[:, 0] = values[:n_clusters][occupied]
+        return slots
+
+    return SufficientStats(whole_in_slot_0(counts), whole_in_slot_0(sums), whole_in_slot_0(outer)), n_clusters
+
+
+def _draw_points(n, n_moves, rng):
+    """``(index, order, u)``: ``min(n_moves, n)`` distinct points of n (sorted), the order of their updates
+    (positions in ``index``) and a uniform for each."""
+    index = np.sort(rng.choice(n, size=min(n_moves, n), replace=False))
+    return index, rng.permutation(index.shape[0]), rng.random(index.shape[0])
 
 
 def point_moves(state, backend, prior, alpha, rng, n_moves):
@@ -51,35 +86,18 @@ def point_moves(state, backend, prior, alpha, rng, n_moves):
     These moves run after warm-up only, where sub-clusters play no part: every cluster comes back whole in
     sub-cluster slot 0 and flagged for random sub-labels.
     """
-    n = backend.n_points
-    index = np.sort(rng.choice(n, size=min(n_moves, n), replace=False))
-    order = rng.permutation(index.shape[0])
-    u = rng.random(index.shape[0])
-    rows = backend.rows_at(index)
-    labels = backend.labels_at(index).astype(np.int64)
+    index, order, u = _draw_points(backend.n_points, n_moves, rng)
     K = state.age.shape[0]
-    spare = index.shape[0]
-    whole = state.stats.sum(axis=1)
-    d = whole.s1.shape[1]
-    counts = np.concatenate([whole.n, np.zeros(spare)])
-    sums = np.concatenate([whole.s1, np.zeros((spare, d))])
-    outer = None
-    if isinstance(rows, SparseRows):
-        n_clusters = kernels.count_point_moves(rows.indptr, rows.indices, rows.data, *prior.kernel_args(d),
-                                               float(alpha), labels, counts, sums.sum(axis=1), sums, K, order, u)
+    if prior.kind == "counts":
+        points = backend.held_points()
+        labels, mapping, counts, sums, n_clusters = kernels.count_point_moves_at(
+            points.indptr, points.indices, points.data, backend.all_labels(), index, order, u,
+            *prior.kernel_args(points.n_features), float(alpha), *state.stats.kernel_arrays(),
+        )
+        backend.update([], mapping, moved=(index, labels))
+        new_stats = SufficientStats(counts, sums)
     else:
-        outer = np.concatenate([whole.s2, np.zeros((spare, d, d))])
-        n_clusters = _gaussian_point_moves(prior, alpha, rows, labels, counts, sums, outer, K, order, u)
-
-    occupied = counts[:n_clusters] > 0
-    backend.update([], np.where(occupied, np.cumsum(occupied) - 1, -1), moved=(index, labels))
-    n_kept = int(occupied.sum())
-
-    def whole_in_slot_0(values):
-        return np.stack([values, np.zeros_like(values)], axis=1)
-
-    new_stats = SufficientStats(whole_in_slot_0(counts[:n_clusters][occupied]),
-                                whole_in_slot_0(sums[:n_clusters][occupied]),
-                                None if outer is None else whole_in_slot_0(outer[:n_clusters][occupied]))
+        new_stats, n_clusters = _point_moves_numpy(state, backend, prior, alpha, index, order, u)
+    n_kept = new_stats.n.shape[0]
     # Ages only gate warm-up proposals; the anchored step after warm-up sets them to one, as here.
     return DPMMState(new_stats, np.ones(n_kept, np.int64), np.ones(n_kept, bool)), n_clusters - K, n_clusters - n_kept

@@ -48,6 +48,10 @@ class SufficientStats(NamedTuple):
             None if self.s2 is None else np.take(self.s2, index, axis=axis),
         )
 
+    def kernel_arrays(self):
+        """``(n, s1)`` as C-contiguous float64 arrays, the form the count kernels take."""
+        return np.ascontiguousarray(self.n, dtype=np.float64), np.ascontiguousarray(self.s1, dtype=np.float64)
+
     def __add__(self, other):
         return SufficientStats(
             self.n + other.n, self.s1 + other.s1, None if self.s2 is None else self.s2 + other.s2

@@ -26,6 +26,11 @@ single-point Gibbs moves of ``point_moves.py``.
 
 A cluster may split or merge only once it has had ``burn_out`` passes (and at least one) since it was created or
 reset: its sub-clusters need a pass to fit before a split proposal means anything.
+
+For count priors, steps 1-2, the split ratios and the log posterior are single kernel calls
+(``kernels.count_*``): on small data an iteration is otherwise dominated by per-call costs of numpy on arrays of a
+few dozen values. They take the same draws from the driver's Generator as the generic path (``*_numpy``), which
+the Gaussian prior uses, and the tests hold them to it.
 """
 
 from __future__ import annotations
@@ -72,6 +77,15 @@ def split_log_ratio(prior, alpha, sub_stats):
 def split_log_ratios(prior, alpha, sub_stats):
     """``split_log_ratio`` of each of a batch of clusters: ``sub_stats`` batch shape (B, 2); returns (B,)
     (-inf where a sub-cluster is empty)."""
+    if prior.kind == "counts":
+        return kernels.count_split_log_ratios(*prior.kernel_args(sub_stats.s1.shape[-1]), float(alpha),
+                                              *sub_stats.kernel_arrays())
+    return _split_log_ratios_numpy(prior, alpha, sub_stats)
+
+
+def _split_log_ratios_numpy(prior, alpha, sub_stats):
+    """``split_log_ratios`` for any prior, through its ``log_marginal`` (the Gaussian prior's path; the count
+    kernel is tested against it)."""
     whole = sub_stats.sum(axis=1)
 
     def with_whole(parts, union):
@@ -127,6 +141,15 @@ def merge_log_ratios(prior, alpha, cluster_stats, first, second):
 
 def log_posterior(prior, alpha, cluster_stats):
     """Log joint of the partition and data: lgamma(alpha) - lgamma(N+alpha) + sum_k [log alpha + lgamma(N_k) + log m(X_k)]."""
+    if prior.kind == "counts":
+        return kernels.count_log_posterior(*prior.kernel_args(cluster_stats.s1.shape[-1]), float(alpha),
+                                           *cluster_stats.kernel_arrays())
+    return _log_posterior_numpy(prior, alpha, cluster_stats)
+
+
+def _log_posterior_numpy(prior, alpha, cluster_stats):
+    """``log_posterior`` for any prior, through its ``log_marginal`` (the Gaussian prior's path; the count kernel
+    is tested against it)."""
     n = cluster_stats.n
     return float(
         gammaln(alpha) - gammaln(n.sum() + alpha)
@@ -160,6 +183,18 @@ def sample_kernel_params(state, prior, alpha, rng, with_subclusters=True):
     Without sub-clusters (no sub-cluster moves to feed) their parameters have no features, which tells the pass to
     skip sub-labels (all 0).
     """
+    if prior.kind == "counts":
+        log_rate, offset, log_w, sub_log_rate, sub_offset, sub_log_w, random_sub = kernels.count_kernel_params(
+            rng, *prior.kernel_args(state.stats.s1.shape[-1]), float(alpha), *state.stats.kernel_arrays(),
+            state.random_sub, with_subclusters,
+        )
+        return (log_rate, offset), log_w, (sub_log_rate, sub_offset), sub_log_w, random_sub
+    return _sample_kernel_params_numpy(state, prior, alpha, rng, with_subclusters)
+
+
+def _sample_kernel_params_numpy(state, prior, alpha, rng, with_subclusters):
+    """``sample_kernel_params`` for any prior, through its ``posterior`` and ``sample`` (the Gaussian prior's
+    path; the count kernel draws the same numbers, which the tests check)."""
     stats = state.stats
     cluster_stats = stats.sum(axis=1)
     K = cluster_stats.n.shape[0]

@@ -11,7 +11,7 @@ that holds two components, or on a small stray cluster and its neighbour. Here t
 the second j comes from a mixture: uniform over the other points, uniform over the other members of i's cluster
 (split proposals), or a member of a cluster drawn uniformly (small clusters get merge proposals as often as large
 ones). The pair's probability depends on the partition, so the Hastings ratio carries ``q(i, j | proposed) /
-q(i, j | current)`` (``_log_pair_probability``); the move stays exact (the enumeration tests check it).
+q(i, j | current)`` (``kernels.log_pair_probability``); the move stays exact (the enumeration tests check it).
 
 Sub-cluster proposals (``sampler.step``) find structure much faster on large data, but their Hastings ratio is
 exact only in Chang & Fisher's augmented space under approximations that a test on a handful of points exposes;
@@ -42,32 +42,17 @@ def _allocate(prior, points, anchors, order, forced, u):
     return log_q, side, SufficientStats(counts, sums, outer)
 
 
-# Weights of the second point's three sources: uniform, i's own cluster, a uniformly drawn cluster.
-PAIR_WEIGHTS = (1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0)
-
-
-def _log_pair_probability(n, n_clusters, size_i, size_j, same):
-    """log of n q(i, j): the probability of drawing j second, given i, in a partition of n points into
-    ``n_clusters`` clusters where i's cluster has ``size_i`` points and j's ``size_j`` (``same``: one cluster)."""
-    uniform, own, any_cluster = PAIR_WEIGHTS
-    p = uniform / (n - 1)
-    if same:
-        p += own / (size_i - 1) + any_cluster / (n_clusters * (size_i - 1))
-    else:
-        p += any_cluster / (n_clusters * size_j)
-    return float(np.log(p))
-
-
 def _draw_pair(backend, n_clusters, rng):
     """``(i, j)`` distinct point indices drawn as in the module docstring, or None (the draw found no j)."""
     n = backend.n_points
     i = int(rng.integers(n))
     source = rng.random()
-    if source < PAIR_WEIGHTS[0]:
+    if source < kernels.PAIR_WEIGHTS[0]:
         j = int(rng.integers(n - 1))
         return i, j + (j >= i)
     labels = backend.all_labels()
-    cluster = labels[i] if source < PAIR_WEIGHTS[0] + PAIR_WEIGHTS[1] else int(rng.integers(n_clusters))
+    own_cluster = source < kernels.PAIR_WEIGHTS[0] + kernels.PAIR_WEIGHTS[1]
+    cluster = labels[i] if own_cluster else int(rng.integers(n_clusters))
     members = np.flatnonzero(labels == cluster)
     members = members[members != i]
     if members.shape[0] == 0:
@@ -76,7 +61,28 @@ def _draw_pair(backend, n_clusters, rng):
 
 
 def sams_move(state, backend, prior, alpha, rng):
-    """One split-or-merge proposal. Returns ``(state, n_splits, n_merges)`` (0 or 1 each)."""
+    """One split-or-merge proposal. Returns ``(state, n_splits, n_merges)`` (0 or 1 each).
+
+    For count priors the proposal is one kernel call (``kernels.count_sams_move``) on the backend's copy of the
+    points, with the same draws as the generic path.
+    """
+    if prior.kind != "counts":
+        return _sams_move_numpy(state, backend, prior, alpha, rng)
+    points = backend.held_points()
+    outcome, first, second, moved, halves_n, halves_sums = kernels.count_sams_move(
+        rng, *prior.kernel_args(points.n_features), float(alpha), points.indptr, points.indices, points.data,
+        backend.all_labels(), *state.stats.kernel_arrays(),
+    )
+    halves = SufficientStats(halves_n, halves_sums)
+    if outcome == 1:
+        return _apply_split(state, backend, int(first), moved, halves), 1, 0
+    if outcome == 2:
+        return _apply_merge(state, backend, int(first), int(second), halves), 0, 1
+    return state, 0, 0
+
+
+def _sams_move_numpy(state, backend, prior, alpha, rng):
+    """``sams_move`` for any prior, gathering the points of the proposal from the backend."""
     n = backend.n_points
     if n < 2:
         return state, 0, 0
@@ -103,12 +109,17 @@ def _propose_split(state, backend, prior, alpha, rng, k, i, j):
     forced = np.full(index.shape[0], -1, np.int8)
     log_q, side, halves = _allocate(prior, points, anchors, order, forced, rng.random(index.shape[0]))
     n, K, size = backend.n_points, state.age.shape[0], index.shape[0]
-    log_pair = (_log_pair_probability(n, K + 1, halves.n[0], halves.n[1], False)
-                - _log_pair_probability(n, K, size, size, True))
+    log_pair = (kernels.log_pair_probability(n, K + 1, halves.n[0], halves.n[1], False)
+                - kernels.log_pair_probability(n, K, size, size, True))
     if np.log(rng.uniform()) >= split_log_ratio(prior, alpha, halves) - log_q + log_pair:
         return state, 0, 0
+    return _apply_split(state, backend, k, index[side == 1], halves), 1, 0
+
+
+def _apply_split(state, backend, k, moved, halves):
+    """The state after cluster k split into ``halves`` (batch (2,)), the points ``moved`` forming a new cluster."""
     new = state.age.shape[0]
-    backend.update([], np.arange(new + 1), moved=(index[side == 1], new))
+    backend.update([], np.arange(new + 1), moved=(moved, new))
     stats = state.stats
     whole = [halves.take(h) for h in range(2)]
     n = np.concatenate([stats.n, np.zeros((1, 2))])
@@ -123,7 +134,7 @@ def _propose_split(state, backend, prior, alpha, rng, k, i, j):
     age[k] = 0
     random_sub = np.append(state.random_sub, True)
     random_sub[k] = True
-    return DPMMState(SufficientStats(n, s1, s2), age, random_sub), 1, 0
+    return DPMMState(SufficientStats(n, s1, s2), age, random_sub)
 
 
 def _propose_merge(state, backend, prior, alpha, rng, a, b, i, j):
@@ -134,8 +145,8 @@ def _propose_merge(state, backend, prior, alpha, rng, a, b, i, j):
     pair = state.stats.sum(axis=1).take(np.array([a, b]))
     n, K = backend.n_points, state.age.shape[0]
     size_a, size_b = float(pair.n[0]), float(pair.n[1])
-    log_pair = (_log_pair_probability(n, K - 1, size_a + size_b, size_a + size_b, True)
-                - _log_pair_probability(n, K, size_a, size_b, False))
+    log_pair = (kernels.log_pair_probability(n, K - 1, size_a + size_b, size_a + size_b, True)
+                - kernels.log_pair_probability(n, K, size_a, size_b, False))
     log_h = -split_log_ratio(prior, alpha, pair) + log_pair
     if log_u >= log_h:
         return state, 0, 0
@@ -145,6 +156,11 @@ def _propose_merge(state, backend, prior, alpha, rng, a, b, i, j):
     log_q, _, halves = _allocate(prior, points, anchors, order, forced, np.zeros(index.shape[0]))
     if log_u >= log_h + log_q:  # the forced allocation recreates a and b: halves are their statistics
         return state, 0, 0
+    return _apply_merge(state, backend, a, b, halves), 0, 1
+
+
+def _apply_merge(state, backend, a, b, halves):
+    """The state after cluster b merged into a; ``halves`` (batch (2,)) are their statistics."""
     K = state.age.shape[0]
     mapping = np.arange(K)
     mapping[b] = a
@@ -165,5 +181,5 @@ def _propose_merge(state, backend, prior, alpha, rng, a, b, i, j):
     random_sub = state.random_sub.copy()
     random_sub[a] = False
     new_stats = SufficientStats(merged_n[keep], merged_s1[keep], None if merged_s2 is None else merged_s2[keep])
-    return DPMMState(new_stats, age[keep], random_sub[keep]), 0, 1
+    return DPMMState(new_stats, age[keep], random_sub[keep])
 
