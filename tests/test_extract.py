@@ -5,6 +5,8 @@ from scipy.stats import nbinom
 from conjoined.extract import (
     POOLING_SHAPES,
     Biclusters,
+    _classification_score,
+    _merge_candidates,
     _pooled_heavy_densities,
     extract_biclusters,
     refine_partition,
@@ -175,6 +177,66 @@ def test_refine_partition_pools_the_heavy_blocks_densities():
     refined_rows, refined_cols = refine_partition(X, rows, cols)
     np.testing.assert_array_equal(refined_rows, rows)
     np.testing.assert_array_equal(refined_cols, cols)
+
+
+def _set_apart(excess):
+    """Block rows 0-9 x cols 0-9 at 6 per cell, background 2; rows 25-29 (labelled apart, cluster 1) at
+    ``excess`` per cell in the background columns 10-19."""
+    X = np.full((30, 20), 2)
+    X[:10, :10] = 6
+    X[25:, 10:] = excess
+    rows = np.array([0] * 10 + [2] * 15 + [1] * 5)
+    cols = np.array([0] * 10 + [1] * 10)
+    return X, rows, cols
+
+
+def test_classification_score_is_the_cells_and_labels_log_likelihood():
+    X, rows, cols = _set_apart(3)
+    row_sets, col_sets = np.arange(3)[:, None] == rows, np.arange(2)[:, None] == cols
+    observed = row_sets.astype(float) @ X @ col_sets.T.astype(float)
+    score, heavy, background, z_min = _classification_score(observed, row_sets.sum(1).astype(float),
+                                                            col_sets.sum(1).astype(float), None, 2)
+    # heavy: the block (6 per cell) and the set-apart rows' block (z = (150 - 100) / 10 = 5); the rest at 2
+    np.testing.assert_array_equal(heavy, [[True, False], [False, True], [False, False]])
+    assert background == 2.0 and z_min == 3.0
+    rate = np.full(X.shape, 2.0)
+    rate[:10, :10], rate[25:, 10:] = 6.0, 3.0
+    expected = (X * np.log(rate) - rate).sum()
+    expected += 10 * np.log(10 / 30) + 15 * np.log(15 / 30) + 5 * np.log(5 / 30) + 2 * 10 * np.log(10 / 20)
+    np.testing.assert_allclose(score, expected)
+
+
+@pytest.mark.parametrize("excess, merged", [(3, True), (4, False)])
+def test_refine_partition_merges_a_cluster_set_apart_for_a_modest_excess(excess, merged):
+    # At 1.5 times the background (z = 5 over 50 cells) the five rows' block gains 150 log 1.5 - 50 = 10.8 in
+    # log-likelihood, less than their labels cost (15 log 15 + 5 log 5 - 20 log 20 = -11.3): merged into the
+    # background cluster, one bicluster. At 2 times it gains 200 log 2 - 100 = 38.6: kept, two biclusters.
+    X, rows, cols = _set_apart(excess)
+    refined_rows, refined_cols = refine_partition(X, rows, cols)
+    np.testing.assert_array_equal(refined_rows, np.where(rows == 2, 1, rows) if merged else rows)
+    np.testing.assert_array_equal(refined_cols, cols)
+    # the merge does not need the EM rounds
+    np.testing.assert_array_equal(refine_partition(X, rows, cols, n_rounds=0)[0], refined_rows)
+    counts = _counts_at_labels(X, refined_rows, refined_cols, 3, 2)
+    found = extract_biclusters(X, counts, row_labels=refined_rows, column_labels=refined_cols)
+    assert len(found.pairs) == (1 if merged else 2)
+    np.testing.assert_array_equal(found.rows[0], np.arange(30) < 10)
+
+
+def test_merge_candidates_gain_is_exact_when_no_other_block_changes():
+    X, rows, cols = _set_apart(3)
+    row_sets, col_sets = np.arange(3)[:, None] == rows, np.arange(2)[:, None] == cols
+    observed = row_sets.astype(float) @ X @ col_sets.T.astype(float)
+    n_rows, n_cols = row_sets.sum(1).astype(float), col_sets.sum(1).astype(float)
+    score, heavy, background, z_min = _classification_score(observed, n_rows, n_cols, None, 2)
+    first, second, gain = _merge_candidates(observed, n_rows, n_cols, heavy, background, z_min, 2)
+    # merging the set-apart rows (1) into the background rows (2) is the only pair that gains; merging the
+    # block's rows with either is a large loss
+    np.testing.assert_array_equal(first, [1])
+    np.testing.assert_array_equal(second, [2])
+    merged_score = _classification_score(np.array([observed[0], observed[1] + observed[2]]),
+                                         np.array([10.0, 20.0]), n_cols, None, 2)[0]
+    np.testing.assert_allclose(gain, [merged_score - score])
 
 
 def test_pooled_heavy_densities_are_the_empirical_bayes_posterior_means():

@@ -136,9 +136,11 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     refine : bool, default=True
         Before the significance rule, refine the row and column partitions under the block model it assumes
         (heavy blocks at their densities, pooled by empirical Bayes, background elsewhere; soft EM, rows then
-        columns;
+        columns; then clusters merged while that raises the model's classification likelihood;
         ``conjoined.extract.refine_partition``). The DP mixtures' posterior summary tends to leave borderline
-        rows of a small block out; this decides them by their likelihood under the blocks' densities. It does
+        rows of a small block out; this decides them by their likelihood under the blocks' densities. A
+        mixture can also set apart a few background rows whose counts are high by chance: their block passes
+        the significance test, but not the cost of their labels, and they rejoin the background. It does
         not change ``row_labels_`` and ``column_labels_`` (the mixtures' partitions); the refined partitions
         are ``block_row_labels_`` and ``block_column_labels_``. Ignored by ``extraction="paper-code"``.
     mode : {"conjoined", "paper"}, default="conjoined"

@@ -347,48 +347,117 @@ def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
     return out
 
 
-def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None, n_rounds=10):
-    """Refine a row and a column partition under the block model behind the significance rule.
+def _block_log_likelihood(observed, sizes, heavy, background):
+    """Poisson log-likelihood of the counts of each block, factorials dropped: a heavy block at its own density,
+    every other block at ``background``. All arrays broadcast to one shape; returns that shape."""
+    rate = np.where(heavy, observed / np.where(sizes > 0, sizes, 1.0), background)
+    return xlogy(observed, rate) - rate * sizes
 
-    The model: every cell of a heavy block (k, l) (as the significance rule finds them) has Poisson counts at
-    that block's density, every other cell at one shared background density. The heavy blocks' densities are
-    pooled by empirical Bayes: one shared density when they differ by no more than Poisson noise, their own
-    when they clearly differ, in between otherwise (a small block's density from its few cells is too noisy to
-    decide its borderline rows alone). Rows are re-assigned by a soft EM
-    of their memberships given the column partition (mixing weights, block and background densities
-    re-estimated), hardened by their most probable cluster, then columns likewise given the rows, for up to
-    ``n_rounds`` rounds or until nothing moves. This is the plug-in version of classifying each row by its
-    likelihood ratio against the background with the prior odds of the clusters: a DP mixture's posterior
-    summary leaves borderline rows of a small block out more often than the block's own densities would (a
-    small cluster's rates are uncertain and its prior weight is small). A refinement that leaves fewer heavy
-    blocks than the partition it started from is not kept (EM can empty a small cluster; choosing the number
-    of blocks is the mixtures' job, not this step's). Labels -1 (items set aside) stay -1; cluster indices are
-    kept, so a cluster may end up empty.
 
-    Parameters
-    ----------
-    X : array-like or sparse matrix of counts, shape (n_rows, n_cols)
-    row_labels, column_labels : int arrays (n_rows,), (n_cols,)
-    z_min, min_size : as for the significance rule of :func:`extract_biclusters`
-    n_rounds : int >= 0
+def _classification_score(observed, n_rows, n_cols, z_min, min_size):
+    """Classification log-likelihood of a partition under the block model, and its heavy blocks.
 
-    Returns
-    -------
-    (row_labels, column_labels) : int64 arrays
+    ``observed`` (K_r, K_c): block totals; ``n_rows`` (K_r,), ``n_cols`` (K_c,): cluster sizes (all > 0). The
+    heavy blocks are the significance rule's (z_min at its default level if None); the score is the counts'
+    log-likelihood, heavy blocks at their own densities and the rest at the background density (factorials
+    dropped), plus the log-probability of the labels at their clusters' shares (``sum n_k log(n_k / n)`` on
+    each side).
     """
-    X = check_matrix(X, name="X", counts=True)
-    X = sp.csr_matrix(X, dtype=np.float64)
-    row_labels = _check_labels(row_labels, X.shape[0], "row_labels").astype(np.int64)
-    column_labels = _check_labels(column_labels, X.shape[1], "column_labels").astype(np.int64)
-    z_min = None if z_min is None else _check_real(z_min, "z_min")
-    min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
-    n_rounds = check_int(n_rounds, "n_rounds", minimum=0)
-    start = _heavy_of_partition(X, row_labels, column_labels, z_min, min_size)[2]
-    if not start.any():
-        return row_labels, column_labels
-    rows, columns = row_labels.copy(), column_labels.copy()
+    sizes = np.outer(n_rows, n_cols)
+    eligible = (n_rows[:, None] >= min_size) & (n_cols[None, :] >= min_size)
+    if z_min is None:
+        z_min = default_z_min(int(eligible.sum()))
+    heavy, background, _ = _heavy_blocks(observed, sizes, z_min, eligible, observed.sum() / sizes.sum())
+    score = _block_log_likelihood(observed, sizes, heavy, background).sum()
+    score += xlogy(n_rows, n_rows / n_rows.sum()).sum() + xlogy(n_cols, n_cols / n_cols.sum()).sum()
+    return score, heavy, background, z_min
+
+
+def _merge_candidates(observed, n_own, n_other, heavy, background, z_min, min_size):
+    """Pairs ``(a, b, gain)`` (arrays), a < b, of one side's clusters ranked by the score's gain from merging
+    them: the pairs with a positive gain of which at least one cluster has a heavy block (merging two clusters
+    without one changes no bicluster). ``observed`` (K, L) holds this side's clusters along axis 0. The gain is
+    approximate: the merged cluster's blocks are judged heavy against the current background density and the
+    other blocks keep their heaviness; the background density is re-estimated from the light blocks that
+    result (a block that turns light raises it)."""
+    a, b = np.triu_indices(observed.shape[0], k=1)
+    carries = heavy.any(axis=1)
+    keep = carries[a] | carries[b]
+    a, b = a[keep], b[keep]
+    sizes = n_own[:, None] * n_other[None, :]
+    merged_observed, merged_n = observed[a] + observed[b], n_own[a] + n_own[b]
+    merged_sizes = merged_n[:, None] * n_other[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (merged_observed - background * merged_sizes) / np.sqrt(background * merged_sizes)
+    merged_heavy = (z >= z_min) & (merged_n[:, None] >= min_size) & (n_other[None, :] >= min_size)
+
+    def heavy_part(obs, cells, is_heavy):
+        return np.where(is_heavy, _block_log_likelihood(obs, cells, True, 0.0), 0.0).sum(axis=1)
+
+    def light_total(values, is_heavy):
+        return np.where(is_heavy, 0.0, values).sum(axis=1)
+
+    own_heavy = heavy_part(observed, sizes, heavy)
+    light_observed, light_sizes = light_total(observed, heavy), light_total(sizes, heavy)
+    new_light_observed = (light_observed.sum() - light_observed[a] - light_observed[b]
+                          + light_total(merged_observed, merged_heavy))
+    new_light_sizes = light_sizes.sum() - light_sizes[a] - light_sizes[b] + light_total(merged_sizes, merged_heavy)
+    new_background = np.divide(new_light_observed, new_light_sizes, out=np.zeros_like(new_light_sizes),
+                               where=new_light_sizes > 0)
+    gain = (heavy_part(merged_observed, merged_sizes, merged_heavy) - own_heavy[a] - own_heavy[b]
+            + xlogy(new_light_observed, new_background) - new_background * new_light_sizes
+            - xlogy(light_observed.sum(), background) + background * light_sizes.sum()
+            + xlogy(merged_n, merged_n) - xlogy(n_own[a], n_own[a]) - xlogy(n_own[b], n_own[b]))
+    order = np.argsort(-gain, kind="stable")
+    order = order[gain[order] > 0]
+    return a[order], b[order], gain[order]
+
+
+def _first_merge(observed, n_rows, n_cols, z_min, min_size):
+    """``(axis, a, b)``: the first merge of clusters a < b of the rows (axis 0) or the columns (axis 1), in the
+    order of :func:`_merge_candidates`, that raises the exact classification score and leaves a heavy block;
+    None if there is none. Arguments as for :func:`_classification_score`."""
+    score, heavy, background, z_level = _classification_score(observed, n_rows, n_cols, z_min, min_size)
+    if not heavy.any():
+        return None
+    for axis, side_observed, side_heavy, n_own, n_other in ((0, observed, heavy, n_rows, n_cols),
+                                                            (1, observed.T, heavy.T, n_cols, n_rows)):
+        for a, b, _ in zip(*_merge_candidates(side_observed, n_own, n_other, side_heavy, background, z_level,
+                                              min_size)):
+            merged_observed = np.delete(side_observed, b, axis=0)
+            merged_observed[a] += side_observed[b]
+            merged_n = np.delete(n_own, b)
+            merged_n[a] += n_own[b]
+            if axis == 0:
+                merged = _classification_score(merged_observed, merged_n, n_other, z_min, min_size)
+            else:
+                merged = _classification_score(merged_observed.T, n_other, merged_n, z_min, min_size)
+            if merged[0] > score and merged[1].any():
+                return axis, a, b
+    return None
+
+
+def _merge_clusters(X, rows, columns, z_min, min_size):
+    """Merge clusters, one pair at a time (:func:`_first_merge`), while a merge raises the partition's
+    classification score and leaves a heavy block. Returns new label arrays (labels -1 stay -1; a merged
+    cluster takes the lower index)."""
+    labels = [rows.copy(), columns.copy()]
+    while True:
+        ids = [np.unique(side[side >= 0]) for side in labels]
+        sets = [side_ids[:, None] == side[None, :] for side_ids, side in zip(ids, labels)]
+        n_rows, n_cols = (side_sets.sum(axis=1).astype(np.float64) for side_sets in sets)
+        merge = _first_merge(_block_sums(X, *sets), n_rows, n_cols, z_min, min_size)
+        if merge is None:
+            return labels[0], labels[1]
+        axis, a, b = merge
+        labels[axis][labels[axis] == ids[axis][b]] = ids[axis][a]
+
+
+def _em_rounds(X, rows, columns, z_min, min_size, n_rounds):
+    """Up to ``n_rounds`` rounds of :func:`_block_model_em` on the rows given the columns, then on the columns
+    given the rows; stops early when a round moves nothing. Returns new label arrays."""
     for _ in range(n_rounds):
-        before = rows.copy(), columns.copy()
+        before = rows, columns
         for side in ("rows", "columns"):
             heavy = _heavy_of_partition(X, rows, columns, z_min, min_size)[2]
             if not heavy.any():
@@ -416,12 +485,76 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
                 columns = refined
         if np.array_equal(before[0], rows) and np.array_equal(before[1], columns):
             break
-    if rows.max() < 0 or columns.max() < 0:
-        return row_labels, column_labels
-    end = _heavy_of_partition(X, rows, columns, z_min, min_size)[2]
-    if end.sum() < start.sum():
-        return row_labels, column_labels
     return rows, columns
+
+
+def _refined(X, rows, columns, z_min, min_size, n_rounds):
+    """:func:`_em_rounds` from (rows, columns), or (rows, columns) themselves when the rounds leave no cluster on
+    a side or fewer heavy blocks than they started with."""
+    start = _heavy_of_partition(X, rows, columns, z_min, min_size)[2].sum()
+    new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds)
+    if new_rows.max() < 0 or new_columns.max() < 0:
+        return rows, columns
+    if _heavy_of_partition(X, new_rows, new_columns, z_min, min_size)[2].sum() < start:
+        return rows, columns
+    return new_rows, new_columns
+
+
+def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None, n_rounds=10):
+    """Refine a row and a column partition under the block model behind the significance rule.
+
+    The model: every cell of a heavy block (k, l) (as the significance rule finds them) has Poisson counts at
+    that block's density, every other cell at one shared background density. The heavy blocks' densities are
+    pooled by empirical Bayes: one shared density when they differ by no more than Poisson noise, their own
+    when they clearly differ, in between otherwise (a small block's density from its few cells is too noisy to
+    decide its borderline rows alone). Three steps:
+
+    1. Rows are re-assigned by a soft EM of their memberships given the column partition (mixing weights, block
+       and background densities re-estimated), hardened by their most probable cluster, then columns likewise
+       given the rows, for up to ``n_rounds`` rounds or until nothing moves. This is the plug-in version of
+       classifying each row by its likelihood ratio against the background with the prior odds of the
+       clusters: a DP mixture's posterior summary leaves borderline rows of a small block out more often than
+       the block's own densities would (a small cluster's rates are uncertain and its prior weight is small).
+       Rounds that leave fewer heavy blocks than they started from are not kept (EM can empty a small cluster;
+       adding blocks is the mixtures' job, not this step's).
+    2. Clusters of one side are merged, a pair at a time, while a merge raises the classification
+       log-likelihood: the counts' likelihood at the block and background densities plus the log-probability
+       of the labels at their clusters' shares, the heavy blocks re-found by the significance test after each
+       merge. A mixture can set apart a handful of background rows whose counts are high by chance; their
+       block then passes the significance test, which does not know that its rows were picked for their high
+       counts. The labels' term charges for that choice. Only merges that involve a cluster with a heavy block
+       are tried, and at least one heavy block must remain.
+    3. If anything merged, step 1 again from the merged partition.
+
+    Labels -1 (items set aside) stay -1; cluster indices are kept (a merged cluster takes the lower of the two),
+    so a cluster may end up empty.
+
+    Parameters
+    ----------
+    X : array-like or sparse matrix of counts, shape (n_rows, n_cols)
+    row_labels, column_labels : int arrays (n_rows,), (n_cols,)
+    z_min, min_size : as for the significance rule of :func:`extract_biclusters`
+    n_rounds : int >= 0
+        Rounds of step 1 (0: no EM; the merges still apply).
+
+    Returns
+    -------
+    (row_labels, column_labels) : int64 arrays
+    """
+    X = check_matrix(X, name="X", counts=True)
+    X = sp.csr_matrix(X, dtype=np.float64)
+    row_labels = _check_labels(row_labels, X.shape[0], "row_labels").astype(np.int64)
+    column_labels = _check_labels(column_labels, X.shape[1], "column_labels").astype(np.int64)
+    z_min = None if z_min is None else _check_real(z_min, "z_min")
+    min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
+    n_rounds = check_int(n_rounds, "n_rounds", minimum=0)
+    if not _heavy_of_partition(X, row_labels, column_labels, z_min, min_size)[2].any():
+        return row_labels, column_labels
+    rows, columns = _refined(X, row_labels, column_labels, z_min, min_size, n_rounds)
+    merged_rows, merged_columns = _merge_clusters(X, rows, columns, z_min, min_size)
+    if np.array_equal(merged_rows, rows) and np.array_equal(merged_columns, columns):
+        return rows, columns
+    return _refined(X, merged_rows, merged_columns, z_min, min_size, n_rounds)
 
 
 def _ties_at_maximum(phi):
