@@ -195,7 +195,7 @@ def test_classification_score_is_the_cells_and_labels_log_likelihood():
     row_sets, col_sets = np.arange(3)[:, None] == rows, np.arange(2)[:, None] == cols
     observed = row_sets.astype(float) @ X @ col_sets.T.astype(float)
     score, heavy, background, z_min = _classification_score(observed, row_sets.sum(1).astype(float),
-                                                            col_sets.sum(1).astype(float), None, 2)
+                                                            col_sets.sum(1).astype(float), None, 2, 2.0)
     # heavy: the block (6 per cell) and the set-apart rows' block (z = (150 - 100) / 10 = 5); the rest at 2
     np.testing.assert_array_equal(heavy, [[True, False], [False, True], [False, False]])
     assert background == 2.0 and z_min == 3.0
@@ -228,15 +228,37 @@ def test_merge_candidates_gain_is_exact_when_no_other_block_changes():
     row_sets, col_sets = np.arange(3)[:, None] == rows, np.arange(2)[:, None] == cols
     observed = row_sets.astype(float) @ X @ col_sets.T.astype(float)
     n_rows, n_cols = row_sets.sum(1).astype(float), col_sets.sum(1).astype(float)
-    score, heavy, background, z_min = _classification_score(observed, n_rows, n_cols, None, 2)
+    score, heavy, background, z_min = _classification_score(observed, n_rows, n_cols, None, 2, 2.0)
     first, second, gain = _merge_candidates(observed, n_rows, n_cols, heavy, background, z_min, 2)
     # merging the set-apart rows (1) into the background rows (2) is the only pair that gains; merging the
     # block's rows with either is a large loss
     np.testing.assert_array_equal(first, [1])
     np.testing.assert_array_equal(second, [2])
     merged_score = _classification_score(np.array([observed[0], observed[1] + observed[2]]),
-                                         np.array([10.0, 20.0]), n_cols, None, 2)[0]
+                                         np.array([10.0, 20.0]), n_cols, None, 2, 2.0)[0]
     np.testing.assert_allclose(gain, [merged_score - score])
+
+
+def test_merges_keep_cluster_ids_and_set_aside_items_and_spare_blocks_on_an_empty_background():
+    # The set-apart case with cluster ids 9 (block), 7 (background), 4 (set apart) and one row set aside: the
+    # set-apart rows take the lower id of the pair, 4; the set-aside row stays -1.
+    X, rows, cols = _set_apart(3)
+    ids = np.array([9, 4, 7])[rows]
+    ids[12] = -1
+    refined_rows, refined_cols = refine_partition(X, ids, cols)
+    expected = np.where(ids == 7, 4, ids)
+    np.testing.assert_array_equal(refined_rows, expected)
+    np.testing.assert_array_equal(refined_cols, cols)
+    # Three blocks on a background without counts: every merge loses, by approximate and exact score alike.
+    X = np.kron(np.eye(3, dtype=int), np.full((10, 10), 5))
+    labels = np.repeat(np.arange(3), 10)
+    observed = np.diag([500.0, 500.0, 500.0])
+    n = np.full(3, 10.0)
+    _, heavy, background, z_min = _classification_score(observed, n, n, None, 2, X.mean())
+    assert background == 0.0 and heavy.sum() == 3
+    assert _merge_candidates(observed, n, n, heavy, background, z_min, 2)[0].size == 0
+    for refined in refine_partition(X, labels, labels):
+        np.testing.assert_array_equal(refined, labels)
 
 
 def test_pooled_heavy_densities_are_the_empirical_bayes_posterior_means():

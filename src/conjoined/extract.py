@@ -272,14 +272,26 @@ def _heavy_of_partition(X, row_labels, column_labels, z_min, min_size):
     z (K_r, K_c), z_min)``, with z_min at its default level if None."""
     row_sets = _indicator(row_labels, int(np.max(row_labels)) + 1)
     column_sets = _indicator(column_labels, int(np.max(column_labels)) + 1)
-    n_r, n_c = row_sets.sum(axis=1), column_sets.sum(axis=1)
     observed = _block_sums(X, row_sets, column_sets)
-    sizes = np.outer(n_r, n_c).astype(np.float64)
-    eligible = (n_r[:, None] >= min_size) & (n_c[None, :] >= min_size)
+    heavy, rho0, z, z_min = _heavy_of_blocks(observed, row_sets.sum(axis=1), column_sets.sum(axis=1), z_min,
+                                             min_size, _overall_density(X))
+    return row_sets, column_sets, heavy, rho0, z, z_min
+
+
+def _overall_density(X):
+    return X.sum() / (X.shape[0] * X.shape[1])
+
+
+def _heavy_of_blocks(observed, n_rows, n_cols, z_min, min_size, initial_density):
+    """``(heavy, background density, z, z_min)`` of blocks with totals ``observed`` (K_r, K_c) and cluster
+    sizes ``n_rows`` (K_r,), ``n_cols`` (K_c,) (:func:`_heavy_blocks` from ``initial_density``; blocks narrower
+    than ``min_size`` are not eligible; z_min at its default level if None)."""
+    sizes = np.outer(n_rows, n_cols).astype(np.float64)
+    eligible = (n_rows[:, None] >= min_size) & (n_cols[None, :] >= min_size)
     if z_min is None:
         z_min = default_z_min(int(eligible.sum()))
-    heavy, rho0, z = _heavy_blocks(observed, sizes, z_min, eligible, X.sum() / (X.shape[0] * X.shape[1]))
-    return row_sets, column_sets, heavy, rho0, z, z_min
+    heavy, rho0, z = _heavy_blocks(observed, sizes, z_min, eligible, initial_density)
+    return heavy, rho0, z, z_min
 
 
 def _pooled_heavy_densities(sums, cells, heavy):
@@ -354,20 +366,19 @@ def _block_log_likelihood(observed, sizes, heavy, background):
     return xlogy(observed, rate) - rate * sizes
 
 
-def _classification_score(observed, n_rows, n_cols, z_min, min_size):
+def _classification_score(observed, n_rows, n_cols, z_min, min_size, initial_density):
     """Classification log-likelihood of a partition under the block model, and its heavy blocks.
 
     ``observed`` (K_r, K_c): block totals; ``n_rows`` (K_r,), ``n_cols`` (K_c,): cluster sizes (all > 0). The
-    heavy blocks are the significance rule's (z_min at its default level if None); the score is the counts'
-    log-likelihood, heavy blocks at their own densities and the rest at the background density (factorials
-    dropped), plus the log-probability of the labels at their clusters' shares (``sum n_k log(n_k / n)`` on
-    each side).
+    heavy blocks are the significance rule's (:func:`_heavy_of_blocks`); the score is the counts'
+    log-likelihood at the maximum-likelihood densities, each heavy block's own and one shared by all other
+    blocks (factorials dropped), plus the log-probability of the labels at their clusters' shares
+    (``sum n_k log(n_k / n)`` on each side). Returns ``(score, heavy, background density, z_min)``.
     """
+    heavy, _, _, z_min = _heavy_of_blocks(observed, n_rows, n_cols, z_min, min_size, initial_density)
     sizes = np.outer(n_rows, n_cols)
-    eligible = (n_rows[:, None] >= min_size) & (n_cols[None, :] >= min_size)
-    if z_min is None:
-        z_min = default_z_min(int(eligible.sum()))
-    heavy, background, _ = _heavy_blocks(observed, sizes, z_min, eligible, observed.sum() / sizes.sum())
+    light_sizes = sizes[~heavy].sum()
+    background = observed[~heavy].sum() / light_sizes if light_sizes > 0 else 0.0
     score = _block_log_likelihood(observed, sizes, heavy, background).sum()
     score += xlogy(n_rows, n_rows / n_rows.sum()).sum() + xlogy(n_cols, n_cols / n_cols.sum()).sum()
     return score, heavy, background, z_min
@@ -376,10 +387,11 @@ def _classification_score(observed, n_rows, n_cols, z_min, min_size):
 def _merge_candidates(observed, n_own, n_other, heavy, background, z_min, min_size):
     """Pairs ``(a, b, gain)`` (arrays), a < b, of one side's clusters ranked by the score's gain from merging
     them: the pairs with a positive gain of which at least one cluster has a heavy block (merging two clusters
-    without one changes no bicluster). ``observed`` (K, L) holds this side's clusters along axis 0. The gain is
-    approximate: the merged cluster's blocks are judged heavy against the current background density and the
-    other blocks keep their heaviness; the background density is re-estimated from the light blocks that
-    result (a block that turns light raises it)."""
+    without one could only create a block, and finding blocks is the mixtures' job). ``observed`` (K, L) holds
+    this side's clusters along axis 0. The gain is approximate: the merged cluster's blocks are judged heavy
+    against the current background density, the other blocks keep their heaviness and z_min its level; the
+    background density is re-estimated from the light blocks that result (a block that turns light raises
+    it). Where none of that changes, the gain is exact."""
     a, b = np.triu_indices(observed.shape[0], k=1)
     carries = heavy.any(axis=1)
     keep = carries[a] | carries[b]
@@ -413,44 +425,52 @@ def _merge_candidates(observed, n_own, n_other, heavy, background, z_min, min_si
     return a[order], b[order], gain[order]
 
 
-def _first_merge(observed, n_rows, n_cols, z_min, min_size):
+def _merged(values, a, b):
+    """``values`` with entry b (along axis 0) added into entry a < b and removed."""
+    out = np.delete(values, b, axis=0)
+    out[a] += values[b]
+    return out
+
+
+def _first_merge(observed, n_rows, n_cols, z_min, min_size, initial_density):
     """``(axis, a, b)``: the first merge of clusters a < b of the rows (axis 0) or the columns (axis 1), in the
     order of :func:`_merge_candidates`, that raises the exact classification score and leaves a heavy block;
     None if there is none. Arguments as for :func:`_classification_score`."""
-    score, heavy, background, z_level = _classification_score(observed, n_rows, n_cols, z_min, min_size)
+    score, heavy, background, z_level = _classification_score(observed, n_rows, n_cols, z_min, min_size,
+                                                               initial_density)
     if not heavy.any():
         return None
-    for axis, side_observed, side_heavy, n_own, n_other in ((0, observed, heavy, n_rows, n_cols),
-                                                            (1, observed.T, heavy.T, n_cols, n_rows)):
-        for a, b, _ in zip(*_merge_candidates(side_observed, n_own, n_other, side_heavy, background, z_level,
-                                              min_size)):
-            merged_observed = np.delete(side_observed, b, axis=0)
-            merged_observed[a] += side_observed[b]
-            merged_n = np.delete(n_own, b)
-            merged_n[a] += n_own[b]
-            if axis == 0:
-                merged = _classification_score(merged_observed, merged_n, n_other, z_min, min_size)
-            else:
-                merged = _classification_score(merged_observed.T, n_other, merged_n, z_min, min_size)
-            if merged[0] > score and merged[1].any():
+    for axis, n_own, n_other in ((0, n_rows, n_cols), (1, n_cols, n_rows)):
+        side_observed = np.moveaxis(observed, axis, 0)
+        for a, b, _ in zip(*_merge_candidates(side_observed, n_own, n_other, np.moveaxis(heavy, axis, 0),
+                                              background, z_level, min_size)):
+            merged_observed = np.moveaxis(_merged(side_observed, a, b), 0, axis)
+            merged_n = [n_rows, n_cols]
+            merged_n[axis] = _merged(n_own, a, b)
+            merged_score, merged_heavy, _, _ = _classification_score(merged_observed, *merged_n, z_min, min_size,
+                                                                     initial_density)
+            if merged_score > score and merged_heavy.any():
                 return axis, a, b
     return None
 
 
 def _merge_clusters(X, rows, columns, z_min, min_size):
-    """Merge clusters, one pair at a time (:func:`_first_merge`), while a merge raises the partition's
-    classification score and leaves a heavy block. Returns new label arrays (labels -1 stay -1; a merged
-    cluster takes the lower index)."""
+    """Merge clusters, one pair at a time (:func:`_first_merge`, rows tried before columns), until no candidate
+    merge raises the partition's classification score and leaves a heavy block. Returns new label arrays
+    (labels -1 stay -1; a merged cluster takes the lower index)."""
     labels = [rows.copy(), columns.copy()]
-    while True:
-        ids = [np.unique(side[side >= 0]) for side in labels]
-        sets = [side_ids[:, None] == side[None, :] for side_ids, side in zip(ids, labels)]
-        n_rows, n_cols = (side_sets.sum(axis=1).astype(np.float64) for side_sets in sets)
-        merge = _first_merge(_block_sums(X, *sets), n_rows, n_cols, z_min, min_size)
-        if merge is None:
-            return labels[0], labels[1]
+    ids = [np.unique(side[side >= 0]) for side in labels]
+    sets = [_indicator(side, int(side.max()) + 1)[side_ids] for side, side_ids in zip(labels, ids)]
+    observed = _block_sums(X, *sets)
+    n = [side_sets.sum(axis=1).astype(np.float64) for side_sets in sets]
+    initial_density = _overall_density(X)
+    while (merge := _first_merge(observed, *n, z_min, min_size, initial_density)) is not None:
         axis, a, b = merge
         labels[axis][labels[axis] == ids[axis][b]] = ids[axis][a]
+        observed = np.moveaxis(_merged(np.moveaxis(observed, axis, 0), a, b), 0, axis)
+        n[axis] = _merged(n[axis], a, b)
+        ids[axis] = np.delete(ids[axis], b)
+    return labels[0], labels[1]
 
 
 def _em_rounds(X, rows, columns, z_min, min_size, n_rounds):
@@ -517,13 +537,14 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        the block's own densities would (a small cluster's rates are uncertain and its prior weight is small).
        Rounds that leave fewer heavy blocks than they started from are not kept (EM can empty a small cluster;
        adding blocks is the mixtures' job, not this step's).
-    2. Clusters of one side are merged, a pair at a time, while a merge raises the classification
+    2. Clusters of one side are merged, a pair at a time, while a candidate merge raises the classification
        log-likelihood: the counts' likelihood at the block and background densities plus the log-probability
        of the labels at their clusters' shares, the heavy blocks re-found by the significance test after each
        merge. A mixture can set apart a handful of background rows whose counts are high by chance; their
        block then passes the significance test, which does not know that its rows were picked for their high
-       counts. The labels' term charges for that choice. Only merges that involve a cluster with a heavy block
-       are tried, and at least one heavy block must remain.
+       counts. The labels' term charges for that choice. Candidates are the merges that involve a cluster with a
+       heavy block and gain by an approximate score (the background and the other blocks held), each checked
+       exactly; at least one heavy block must remain.
     3. If anything merged, step 1 again from the merged partition.
 
     Labels -1 (items set aside) stay -1; cluster indices are kept (a merged cluster takes the lower of the two),
@@ -548,8 +569,6 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
     z_min = None if z_min is None else _check_real(z_min, "z_min")
     min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
     n_rounds = check_int(n_rounds, "n_rounds", minimum=0)
-    if not _heavy_of_partition(X, row_labels, column_labels, z_min, min_size)[2].any():
-        return row_labels, column_labels
     rows, columns = _refined(X, row_labels, column_labels, z_min, min_size, n_rounds)
     merged_rows, merged_columns = _merge_clusters(X, rows, columns, z_min, min_size)
     if np.array_equal(merged_rows, rows) and np.array_equal(merged_columns, columns):
