@@ -129,6 +129,24 @@ def test_progress_bar_redraws_at_its_own_pace_not_every_iteration(capsys, monkey
     assert err.count("DPMM on 30 points") < 100
 
 
+def test_plain_progress_line_without_tqdm_shows_the_number_of_clusters(capsys, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_tqdm(name, *args, **kwargs):
+        if name.startswith("tqdm"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tqdm)
+    X, _ = multinomial_mixture(3, n=30)
+    model = conjoined.DPMM(n_iter=20, random_state=0, verbose=True).fit(X)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("DPMM on 30 points: 20/20 (")
+    assert last.endswith(f", K={model.n_clusters_})")
+
+
 def test_log_posterior_matches_its_formula_at_the_end():
     X, _ = multinomial_mixture(6, n=60, K=3)
     model = conjoined.DPMM(n_iter=30, random_state=0).fit(X)

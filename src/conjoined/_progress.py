@@ -7,8 +7,10 @@ import time
 
 
 class _PlainBar:
+    """A line on stderr at most every 2 s (and at the end): done/total, elapsed time and the postfix."""
+
     def __init__(self, total, desc):
-        self.total, self.desc, self.done = total, desc, 0
+        self.total, self.desc, self.done, self.postfix = total, desc, 0, ""
         self.start = self.last = time.perf_counter()
 
     def update(self, n=1):
@@ -16,7 +18,8 @@ class _PlainBar:
         now = time.perf_counter()
         if now - self.last >= 2.0 or self.done == self.total:
             self.last = now
-            print(f"{self.desc}: {self.done}/{self.total} ({now - self.start:.1f} s)", file=sys.stderr)
+            postfix = f", {self.postfix}" if self.postfix else ""
+            print(f"{self.desc}: {self.done}/{self.total} ({now - self.start:.1f} s{postfix})", file=sys.stderr)
 
     def set_postfix_str(self, text, refresh=True):
         self.postfix = text
