@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 from scipy.stats import nbinom
+from sklearn.metrics import adjusted_rand_score
 
 from conjoined.extract import (
     POOLING_SHAPES,
@@ -194,13 +195,18 @@ def test_classification_score_is_the_cells_and_labels_log_likelihood():
     X, rows, cols = _set_apart(3)
     row_sets, col_sets = np.arange(3)[:, None] == rows, np.arange(2)[:, None] == cols
     observed = row_sets.astype(float) @ X @ col_sets.T.astype(float)
-    score, heavy, background, z_min = _classification_score(observed, row_sets.sum(1).astype(float),
-                                                            col_sets.sum(1).astype(float), None, 2, 2.0)
+    score, heavy, background, pooling, z_min = _classification_score(observed, row_sets.sum(1).astype(float),
+                                                                     col_sets.sum(1).astype(float), None, 2, 2.0)
     # heavy: the block (6 per cell) and the set-apart rows' block (z = (150 - 100) / 10 = 5); the rest at 2
     np.testing.assert_array_equal(heavy, [[True, False], [False, True], [False, False]])
     assert background == 2.0 and z_min == 3.0
+    # the two heavy blocks at their empirical-Bayes densities, pulled towards each other
+    pooled, shape = pooling
+    assert pooled == 750 / 150 and shape > 0
+    block, apart = (shape + 600) / (shape / pooled + 100), (shape + 150) / (shape / pooled + 50)
+    assert 3 < apart < block < 6
     rate = np.full(X.shape, 2.0)
-    rate[:10, :10], rate[25:, 10:] = 6.0, 3.0
+    rate[:10, :10], rate[25:, 10:] = block, apart
     expected = (X * np.log(rate) - rate).sum()
     expected += 10 * np.log(10 / 30) + 15 * np.log(15 / 30) + 5 * np.log(5 / 30) + 2 * 10 * np.log(10 / 20)
     np.testing.assert_allclose(score, expected)
@@ -208,9 +214,10 @@ def test_classification_score_is_the_cells_and_labels_log_likelihood():
 
 @pytest.mark.parametrize("excess, merged", [(3, True), (4, False)])
 def test_refine_partition_merges_a_cluster_set_apart_for_a_modest_excess(excess, merged):
-    # At 1.5 times the background (z = 5 over 50 cells) the five rows' block gains 150 log 1.5 - 50 = 10.8 in
-    # log-likelihood, less than their labels cost (15 log 15 + 5 log 5 - 20 log 20 = -11.3): merged into the
-    # background cluster, one bicluster. At 2 times it gains 200 log 2 - 100 = 38.6: kept, two biclusters.
+    # At 1.5 times the background (z = 5 over 50 cells) the five rows' block gains about 150 log 1.5 - 50 = 10.8
+    # in log-likelihood (a little less at its pooled density), less than their labels cost (15 log 15 + 5 log 5
+    # - 20 log 20 = -11.3): merged into the background cluster, one bicluster. At 2 times it gains about
+    # 200 log 2 - 100 = 38.6: kept, two biclusters.
     X, rows, cols = _set_apart(excess)
     refined_rows, refined_cols = refine_partition(X, rows, cols)
     np.testing.assert_array_equal(refined_rows, np.where(rows == 2, 1, rows) if merged else rows)
@@ -223,20 +230,43 @@ def test_refine_partition_merges_a_cluster_set_apart_for_a_modest_excess(excess,
     np.testing.assert_array_equal(found.rows[0], np.arange(30) < 10)
 
 
+def _block_cut_in_two():
+    """Rows 0-9 x cols 0-9 at 6 per cell, background 2; the block's rows labelled as two clusters (0: rows 0-4,
+    1: rows 5-9), the background rows 2."""
+    X = np.full((30, 20), 2)
+    X[:10, :10] = 6
+    return X, np.array([0] * 5 + [1] * 5 + [2] * 20), np.array([0] * 10 + [1] * 10)
+
+
 def test_merge_candidates_gain_is_exact_when_no_other_block_changes():
-    X, rows, cols = _set_apart(3)
+    # Joining the block's two halves leaves the background as it is, and the halves' densities equal the merged
+    # block's: the gain is the labels' 10 log 10 - 2 (5 log 5) = 10 log 2, by approximate and exact score alike.
+    X, rows, cols = _block_cut_in_two()
     row_sets, col_sets = np.arange(3)[:, None] == rows, np.arange(2)[:, None] == cols
     observed = row_sets.astype(float) @ X @ col_sets.T.astype(float)
     n_rows, n_cols = row_sets.sum(1).astype(float), col_sets.sum(1).astype(float)
-    score, heavy, background, z_min = _classification_score(observed, n_rows, n_cols, None, 2, 2.0)
-    first, second, gain = _merge_candidates(observed, n_rows, n_cols, heavy, background, z_min, 2)
-    # merging the set-apart rows (1) into the background rows (2) is the only pair that gains; merging the
-    # block's rows with either is a large loss
-    np.testing.assert_array_equal(first, [1])
-    np.testing.assert_array_equal(second, [2])
-    merged_score = _classification_score(np.array([observed[0], observed[1] + observed[2]]),
+    score, heavy, background, pooling, z_min = _classification_score(observed, n_rows, n_cols, None, 2, 2.0)
+    first, second, gain = _merge_candidates(observed, n_rows, n_cols, heavy, background, pooling, z_min, 2)
+    # merging either half with the background rows is a large loss
+    np.testing.assert_array_equal(first, [0])
+    np.testing.assert_array_equal(second, [1])
+    merged_score = _classification_score(np.array([observed[0] + observed[1], observed[2]]),
                                          np.array([10.0, 20.0]), n_cols, None, 2, 2.0)[0]
     np.testing.assert_allclose(gain, [merged_score - score])
+    np.testing.assert_allclose(gain, [10 * np.log(2)])
+
+
+def test_refine_partition_joins_the_pieces_of_blocks_cut_on_both_sides():
+    # Two blocks at 10 per cell on a background of 1, each cut into 30 clusters of two rows and 30 of two
+    # columns. Every 2 x 2 piece is heavy. At their own densities, joining two row clusters would give up the
+    # noise that 30 pieces fit (about 0.5 each), more than the labels gain (4 log 2); at the pooled density
+    # the pieces fit nothing apart, and all of them are joined back into the two blocks.
+    rng = np.random.default_rng(0)
+    truth = np.repeat([0, 1], 60)
+    X = rng.poisson(np.where(truth[:, None] == truth[None, :], 10.0, 1.0))
+    pairs = np.repeat(np.arange(60), 2)
+    for refined in refine_partition(X, pairs, pairs, n_rounds=0):
+        assert adjusted_rand_score(truth, refined) == 1.0
 
 
 def test_merges_keep_cluster_ids_and_set_aside_items_and_spare_blocks_on_an_empty_background():
@@ -254,9 +284,9 @@ def test_merges_keep_cluster_ids_and_set_aside_items_and_spare_blocks_on_an_empt
     labels = np.repeat(np.arange(3), 10)
     observed = np.diag([500.0, 500.0, 500.0])
     n = np.full(3, 10.0)
-    _, heavy, background, z_min = _classification_score(observed, n, n, None, 2, X.mean())
+    _, heavy, background, pooling, z_min = _classification_score(observed, n, n, None, 2, X.mean())
     assert background == 0.0 and heavy.sum() == 3
-    assert _merge_candidates(observed, n, n, heavy, background, z_min, 2)[0].size == 0
+    assert _merge_candidates(observed, n, n, heavy, background, pooling, z_min, 2)[0].size == 0
     for refined in refine_partition(X, labels, labels):
         np.testing.assert_array_equal(refined, labels)
 

@@ -294,33 +294,53 @@ def _heavy_of_blocks(observed, n_rows, n_cols, z_min, min_size, initial_density)
     return heavy, rho0, z, z_min
 
 
+def _pooling(sums, cells, heavy):
+    """``(pooled density, shape)`` of the Gamma distribution of the heavy blocks' densities (see
+    :func:`_pooled_heavy_densities`); shape 0, every block at its own density, with fewer than two heavy blocks
+    with cells."""
+    counted = heavy & (cells > 0)
+    if counted.sum() < 2 or sums[counted].sum() <= 0:
+        return 1.0, 0.0
+    totals, sizes = sums[counted], cells[counted]
+    pooled = totals.sum() / sizes.sum()
+    shapes = POOLING_SHAPES * totals.max()
+    shape = shapes[:, None]
+    means = sizes[None, :] * pooled
+    log_marginal = (gammaln(shape + totals) - gammaln(shape) - shape * np.log1p(means / shape)
+                    + xlogy(totals, means / (shape + means))).sum(axis=1)
+    return pooled, float(shapes[np.argmax(log_marginal)])
+
+
+def _shrunk_densities(sums, cells, pooled, shape):
+    """Posterior-mean densities ``(shape + sums) / (shape / pooled + cells)`` of blocks with totals ``sums`` over
+    ``cells`` (arrays of one shape) under the Gamma(shape, mean ``pooled``) distribution of
+    :func:`_pooling`: their own densities at shape 0; 0 for blocks without cells."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(cells > 0, (shape + sums) / (shape / pooled + cells), 0.0)
+
+
 def _pooled_heavy_densities(sums, cells, heavy):
     """Empirical-Bayes densities (K, L) of the heavy blocks; other blocks keep their own density.
 
     ``sums``, ``cells`` (K, L): counts and number of cells of each block. The heavy blocks' densities are taken
     as draws from a Gamma distribution with mean ``rho_h``, their pooled density, and shape ``kappa``; given
     them, a block's total is Poisson, so it is negative binomial given ``kappa`` alone. ``kappa`` maximises that
-    marginal likelihood over ``POOLING_SHAPES`` times the largest block total, and each block gets its posterior
-    mean density ``(kappa + O) / (kappa / rho_h + C)``. Blocks whose totals differ no more than Poisson noise
-    allows get (nearly) one shared density; blocks of clearly different densities keep their own. A small block's density,
-    estimated from few cells, is otherwise the noisiest number in the model. Blocks without cells get 0; with
-    fewer than two heavy blocks with cells, every block keeps its own density.
+    marginal likelihood over ``POOLING_SHAPES`` times the largest block total (:func:`_pooling`), and each block
+    gets its posterior mean density ``(kappa + O) / (kappa / rho_h + C)``. Blocks whose totals differ no more
+    than Poisson noise allows get (nearly) one shared density; blocks of clearly different densities keep their
+    own. A small block's density, estimated from few cells, is otherwise the noisiest number in the model.
+    Blocks without cells get 0; with fewer than two heavy blocks with cells, every block keeps its own density.
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        own = np.where(cells > 0, sums / cells, 0.0)
-    counted = heavy & (cells > 0)
-    if counted.sum() < 2 or sums[counted].sum() <= 0:
-        return own
-    totals, sizes = sums[counted], cells[counted]
-    pooled = totals.sum() / sizes.sum()
-    shapes = POOLING_SHAPES * totals.max()
-    shape = shapes[:, None]
-    means = sizes[None, :] * pooled
-    log_marginal = (gammaln(shape + totals) - gammaln(shape) + shape * np.log(shape / (shape + means))
-                    + xlogy(totals, means / (shape + means))).sum(axis=1)
-    kappa = shapes[np.argmax(log_marginal)]
-    own[counted] = (kappa + totals) / (kappa / pooled + sizes)
-    return own
+    densities = _shrunk_densities(sums, cells, 1.0, 0.0)
+    densities[heavy] = _shrunk_densities(sums[heavy], cells[heavy], *_pooling(sums, cells, heavy))
+    return densities
+
+
+def _light_density(sums, cells, heavy):
+    """Maximum-likelihood density of the blocks that are not heavy: their counts over their cells (0 without
+    cells)."""
+    light_cells = cells[~heavy].sum()
+    return sums[~heavy].sum() / light_cells if light_cells > 0 else 0.0
 
 
 def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
@@ -337,14 +357,11 @@ def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
     active = labels >= 0
     X_a, K = aggregated[active], heavy.shape[0]
     resp = np.eye(K)[labels[active]]
-    light_cells = ~heavy
     for _ in range(n_iter):
         weight = resp.sum(axis=0)
         sums = resp.T @ X_a
         cells = np.outer(weight, n_other)
-        light_size = cells[light_cells].sum()
-        background = sums[light_cells].sum() / light_size if light_size > 0 else 0.0
-        rate = np.where(heavy, _pooled_heavy_densities(sums, cells, heavy), background)
+        rate = np.where(heavy, _pooled_heavy_densities(sums, cells, heavy), _light_density(sums, cells, heavy))
         rate = np.where(np.isfinite(rate) & (rate > 0), rate, np.finfo(np.float64).tiny)
         with np.errstate(divide="ignore"):
             log_post = X_a @ np.log(rate).T - (rate * n_other[None, :]).sum(axis=1)[None, :]
@@ -359,10 +376,11 @@ def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
     return out
 
 
-def _block_log_likelihood(observed, sizes, heavy, background):
-    """Poisson log-likelihood of the counts of each block, factorials dropped: a heavy block at its own density,
-    every other block at ``background``. All arrays broadcast to one shape; returns that shape."""
-    rate = np.where(heavy, observed / np.where(sizes > 0, sizes, 1.0), background)
+def _block_log_likelihood(observed, sizes, heavy, background, pooling):
+    """Poisson log-likelihood of the counts of each block, factorials dropped: a heavy block at its posterior-mean
+    density under ``pooling`` (``(pooled density, shape)`` of :func:`_pooling`; :func:`_shrunk_densities`), every
+    other block at ``background``. All arrays broadcast to one shape; returns that shape."""
+    rate = np.where(heavy, _shrunk_densities(observed, sizes, *pooling), background)
     return xlogy(observed, rate) - rate * sizes
 
 
@@ -370,28 +388,30 @@ def _classification_score(observed, n_rows, n_cols, z_min, min_size, initial_den
     """Classification log-likelihood of a partition under the block model, and its heavy blocks.
 
     ``observed`` (K_r, K_c): block totals; ``n_rows`` (K_r,), ``n_cols`` (K_c,): cluster sizes (all > 0). The
-    heavy blocks are the significance rule's (:func:`_heavy_of_blocks`); the score is the counts'
-    log-likelihood at the maximum-likelihood densities, each heavy block's own and one shared by all other
-    blocks (factorials dropped), plus the log-probability of the labels at their clusters' shares
-    (``sum n_k log(n_k / n)`` on each side). Returns ``(score, heavy, background density, z_min)``.
+    heavy blocks are the significance rule's (:func:`_heavy_of_blocks`); the score is the counts' log-likelihood
+    at the densities of the refinement's EM (factorials dropped): the heavy blocks' pooled by empirical Bayes
+    (:func:`_pooled_heavy_densities`), one maximum-likelihood density shared by all other blocks; plus the
+    log-probability of the labels at their clusters' shares (``sum n_k log(n_k / n)`` on each side). Returns
+    ``(score, heavy, background density, pooling, z_min)``, ``pooling`` as :func:`_pooling` gives it.
     """
     heavy, _, _, z_min = _heavy_of_blocks(observed, n_rows, n_cols, z_min, min_size, initial_density)
     sizes = np.outer(n_rows, n_cols)
-    light_sizes = sizes[~heavy].sum()
-    background = observed[~heavy].sum() / light_sizes if light_sizes > 0 else 0.0
-    score = _block_log_likelihood(observed, sizes, heavy, background).sum()
+    background = _light_density(observed, sizes, heavy)
+    pooling = _pooling(observed, sizes, heavy)
+    score = _block_log_likelihood(observed, sizes, heavy, background, pooling).sum()
     score += xlogy(n_rows, n_rows / n_rows.sum()).sum() + xlogy(n_cols, n_cols / n_cols.sum()).sum()
-    return score, heavy, background, z_min
+    return score, heavy, background, pooling, z_min
 
 
-def _merge_candidates(observed, n_own, n_other, heavy, background, z_min, min_size):
+def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_min, min_size):
     """Pairs ``(a, b, gain)`` (arrays), a < b, of one side's clusters ranked by the score's gain from merging
     them: the pairs with a positive gain of which at least one cluster has a heavy block (merging two clusters
     without one could only create a block, and finding blocks is the mixtures' job). ``observed`` (K, L) holds
     this side's clusters along axis 0. The gain is approximate: the merged cluster's blocks are judged heavy
-    against the current background density, the other blocks keep their heaviness and z_min its level; the
-    background density is re-estimated from the light blocks that result (a block that turns light raises
-    it). Where none of that changes, the gain is exact."""
+    against the current background density, the other blocks keep their heaviness and z_min its level, and the
+    heavy blocks' densities are shrunk by the current ``pooling`` (:func:`_pooling`); the background density
+    is re-estimated from the light blocks that result (a block that turns light raises it). Where none of that
+    changes, the gain is exact."""
     a, b = np.triu_indices(observed.shape[0], k=1)
     carries = heavy.any(axis=1)
     keep = carries[a] | carries[b]
@@ -404,7 +424,7 @@ def _merge_candidates(observed, n_own, n_other, heavy, background, z_min, min_si
     merged_heavy = (z >= z_min) & (merged_n[:, None] >= min_size) & (n_other[None, :] >= min_size)
 
     def heavy_part(obs, cells, is_heavy):
-        return np.where(is_heavy, _block_log_likelihood(obs, cells, True, 0.0), 0.0).sum(axis=1)
+        return np.where(is_heavy, _block_log_likelihood(obs, cells, True, 0.0, pooling), 0.0).sum(axis=1)
 
     def light_total(values, is_heavy):
         return np.where(is_heavy, 0.0, values).sum(axis=1)
@@ -436,18 +456,18 @@ def _first_merge(observed, n_rows, n_cols, z_min, min_size, initial_density):
     """``(axis, a, b)``: the first merge of clusters a < b of the rows (axis 0) or the columns (axis 1), in the
     order of :func:`_merge_candidates`, that raises the exact classification score and leaves a heavy block;
     None if there is none. Arguments as for :func:`_classification_score`."""
-    score, heavy, background, z_level = _classification_score(observed, n_rows, n_cols, z_min, min_size,
-                                                               initial_density)
+    score, heavy, background, pooling, z_level = _classification_score(observed, n_rows, n_cols, z_min,
+                                                                        min_size, initial_density)
     if not heavy.any():
         return None
     for axis, n_own, n_other in ((0, n_rows, n_cols), (1, n_cols, n_rows)):
         side_observed = np.moveaxis(observed, axis, 0)
         for a, b, _ in zip(*_merge_candidates(side_observed, n_own, n_other, np.moveaxis(heavy, axis, 0),
-                                              background, z_level, min_size)):
+                                              background, pooling, z_level, min_size)):
             merged_observed = np.moveaxis(_merged(side_observed, a, b), 0, axis)
             merged_n = [n_rows, n_cols]
             merged_n[axis] = _merged(n_own, a, b)
-            merged_score, merged_heavy, _, _ = _classification_score(merged_observed, *merged_n, z_min, min_size,
+            merged_score, merged_heavy, *_ = _classification_score(merged_observed, *merged_n, z_min, min_size,
                                                                      initial_density)
             if merged_score > score and merged_heavy.any():
                 return axis, a, b
@@ -485,7 +505,7 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds):
             if side == "rows":
                 other, matrix, own, heavy_side = columns, X, rows, heavy
             else:
-                other, matrix, own, heavy_side = rows, X.T.tocsr(), columns, heavy.T
+                other, matrix, own, heavy_side = rows, X.T, columns, heavy.T
             n_other_clusters = heavy_side.shape[1]
             keep = other >= 0
             indicator = sp.csr_matrix(
@@ -538,13 +558,15 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        Rounds that leave fewer heavy blocks than they started from are not kept (EM can empty a small cluster;
        adding blocks is the mixtures' job, not this step's).
     2. Clusters of one side are merged, a pair at a time, while a candidate merge raises the classification
-       log-likelihood: the counts' likelihood at the block and background densities plus the log-probability
-       of the labels at their clusters' shares, the heavy blocks re-found by the significance test after each
-       merge. A mixture can set apart a handful of background rows whose counts are high by chance; their
-       block then passes the significance test, which does not know that its rows were picked for their high
-       counts. The labels' term charges for that choice. Candidates are the merges that involve a cluster with a
-       heavy block and gain by an approximate score (the background and the other blocks held), each checked
-       exactly; at least one heavy block must remain.
+       log-likelihood: the counts' likelihood at step 1's densities (the heavy blocks' pooled, one background)
+       plus the log-probability of the labels at their clusters' shares, the heavy blocks re-found by the
+       significance test after each merge. A mixture can set apart a handful of background rows whose counts
+       are high by chance; their block then passes the significance test, which does not know that its rows
+       were picked for their high counts. The labels' term charges for that choice. The pooled densities matter
+       when both sides are over-split: at their own densities, clusters cut from one block would each fit their
+       noise and stay apart. Candidates are the merges that involve a cluster with a heavy block and gain by an
+       approximate score (the other blocks' heaviness and the pooling held, the background re-estimated), each
+       checked exactly; at least one heavy block must remain.
     3. If anything merged, step 1 again from the merged partition.
 
     Labels -1 (items set aside) stay -1; cluster indices are kept (a merged cluster takes the lower of the two),
