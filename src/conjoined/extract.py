@@ -52,6 +52,7 @@ from scipy.special import gammaln, logsumexp, xlogy
 from scipy.stats import norm
 
 from ._validation import check_int, check_matrix, check_positive
+from .dpmm.sampler import MERGE_CHUNK_VALUES
 
 __all__ = [
     "RULES", "Biclusters", "TopicParameters", "extract_biclusters", "refine_partition", "topic_parameters",
@@ -417,11 +418,6 @@ def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_mi
     keep = carries[a] | carries[b]
     a, b = a[keep], b[keep]
     sizes = n_own[:, None] * n_other[None, :]
-    merged_observed, merged_n = observed[a] + observed[b], n_own[a] + n_own[b]
-    merged_sizes = merged_n[:, None] * n_other[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = (merged_observed - background * merged_sizes) / np.sqrt(background * merged_sizes)
-    merged_heavy = (z >= z_min) & (merged_n[:, None] >= min_size) & (n_other[None, :] >= min_size)
 
     def heavy_part(obs, cells, is_heavy):
         return np.where(is_heavy, _block_log_likelihood(obs, cells, True, 0.0, pooling), 0.0).sum(axis=1)
@@ -431,15 +427,27 @@ def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_mi
 
     own_heavy = heavy_part(observed, sizes, heavy)
     light_observed, light_sizes = light_total(observed, heavy), light_total(sizes, heavy)
-    new_light_observed = (light_observed.sum() - light_observed[a] - light_observed[b]
-                          + light_total(merged_observed, merged_heavy))
-    new_light_sizes = light_sizes.sum() - light_sizes[a] - light_sizes[b] + light_total(merged_sizes, merged_heavy)
-    new_background = np.divide(new_light_observed, new_light_sizes, out=np.zeros_like(new_light_sizes),
-                               where=new_light_sizes > 0)
-    gain = (heavy_part(merged_observed, merged_sizes, merged_heavy) - own_heavy[a] - own_heavy[b]
-            + xlogy(new_light_observed, new_background) - new_background * new_light_sizes
-            - xlogy(light_observed.sum(), background) + background * light_sizes.sum()
-            + xlogy(merged_n, merged_n) - xlogy(n_own[a], n_own[a]) - xlogy(n_own[b], n_own[b]))
+    base = xlogy(light_observed.sum(), background) - background * light_sizes.sum()
+    gain = np.empty(a.shape[0])
+    chunk = max(1, MERGE_CHUNK_VALUES // max(observed.shape[1], 1))
+    for lo in range(0, a.shape[0], chunk):  # (pairs, L) temporaries, a bounded number of values at a time
+        first, second = a[lo:lo + chunk], b[lo:lo + chunk]
+        merged_observed, merged_n = observed[first] + observed[second], n_own[first] + n_own[second]
+        merged_sizes = merged_n[:, None] * n_other[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (merged_observed - background * merged_sizes) / np.sqrt(background * merged_sizes)
+        merged_heavy = (z >= z_min) & (merged_n[:, None] >= min_size) & (n_other[None, :] >= min_size)
+        new_light_observed = (light_observed.sum() - light_observed[first] - light_observed[second]
+                              + light_total(merged_observed, merged_heavy))
+        new_light_sizes = (light_sizes.sum() - light_sizes[first] - light_sizes[second]
+                           + light_total(merged_sizes, merged_heavy))
+        new_background = np.divide(new_light_observed, new_light_sizes, out=np.zeros_like(new_light_sizes),
+                                   where=new_light_sizes > 0)
+        gain[lo:lo + chunk] = (
+            heavy_part(merged_observed, merged_sizes, merged_heavy) - own_heavy[first] - own_heavy[second]
+            + xlogy(new_light_observed, new_background) - new_background * new_light_sizes - base
+            + xlogy(merged_n, merged_n) - xlogy(n_own[first], n_own[first]) - xlogy(n_own[second], n_own[second])
+        )
     order = np.argsort(-gain, kind="stable")
     order = order[gain[order] > 0]
     return a[order], b[order], gain[order]
