@@ -185,12 +185,13 @@ class Shard:
         return local + self.offset, self._rows(local)
 
     def held_points(self):
-        """Every point held here: ``SparseRows`` (no copy) or the dense array. The kernels of the exact moves read
-        it with global point indices, so it is for the driver's backends, which hold every point from offset 0."""
+        """Every point held here, as ``SparseRows`` (no copy): count data, which is always held sparse. The kernels
+        of the exact moves read it with global point indices, so it is for the driver's backends, which hold every
+        point from offset 0."""
         if self.offset != 0:
             raise RuntimeError("held_points is indexed globally: only a backend holding every point has them")
         if not self.sparse:
-            return self.values
+            raise RuntimeError("held_points serves the count kernels, whose data is held sparse")
         return SparseRows(self.indptr, self.indices, self.values, self.d)
 
     def rows_at(self, index):

@@ -27,6 +27,9 @@ from .backends import SparseRows
 from .priors import SufficientStats
 from .sampler import DPMMState, split_log_ratio
 
+# the numpy path calls the kernels' formula as plain Python: no second compiled signature, no dispatch per call
+log_pair_probability = kernels.log_pair_probability.py_func
+
 
 def _allocate(prior, points, anchors, order, forced, u):
     """Run the sequential allocation on ``points``; returns (log q, side, SufficientStats with batch (2,))."""
@@ -109,8 +112,8 @@ def _propose_split(state, backend, prior, alpha, rng, k, i, j):
     forced = np.full(index.shape[0], -1, np.int8)
     log_q, side, halves = _allocate(prior, points, anchors, order, forced, rng.random(index.shape[0]))
     n, K, size = backend.n_points, state.age.shape[0], index.shape[0]
-    log_pair = (kernels.log_pair_probability(n, K + 1, halves.n[0], halves.n[1], False)
-                - kernels.log_pair_probability(n, K, size, size, True))
+    log_pair = (log_pair_probability(n, K + 1, halves.n[0], halves.n[1], False)
+                - log_pair_probability(n, K, size, size, True))
     if np.log(rng.uniform()) >= split_log_ratio(prior, alpha, halves) - log_q + log_pair:
         return state, 0, 0
     return _apply_split(state, backend, k, index[side == 1], halves), 1, 0
@@ -145,8 +148,8 @@ def _propose_merge(state, backend, prior, alpha, rng, a, b, i, j):
     pair = state.stats.sum(axis=1).take(np.array([a, b]))
     n, K = backend.n_points, state.age.shape[0]
     size_a, size_b = float(pair.n[0]), float(pair.n[1])
-    log_pair = (kernels.log_pair_probability(n, K - 1, size_a + size_b, size_a + size_b, True)
-                - kernels.log_pair_probability(n, K, size_a, size_b, False))
+    log_pair = (log_pair_probability(n, K - 1, size_a + size_b, size_a + size_b, True)
+                - log_pair_probability(n, K, size_a, size_b, False))
     log_h = -split_log_ratio(prior, alpha, pair) + log_pair
     if log_u >= log_h:
         return state, 0, 0
