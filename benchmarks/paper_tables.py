@@ -2,7 +2,7 @@
 
 Every method runs on the SAME replicates: replicate ``r`` of case ``c`` is
 ``make_cdp_case(c, shuffle=True)`` (rows and columns shuffled) drawn with a seed fixed by ``(c, r)``, and
-every method gets the same fitting seed for that replicate. Methods and their settings (DESIGN.md section 4,
+every method gets the same fitting seed for that replicate. Methods and their settings (see
 the baselines' docstrings):
 
 - Plaid on log(X + 1); C & C (5 biclusters, delta 1) on the column-standardised matrix; Bimax on

@@ -33,7 +33,7 @@ MODULES = [
     ("conjoined.baselines", None),
     ("conjoined.cli", None),
 ]
-COMMANDS = [[], ["fit"], ["simulate"], ["score"], ["plot"]]
+COMMANDS = [[], ["fit"], ["simulate"], ["score"], ["plot"], ["demo"]]
 
 
 def summary(obj):

@@ -2,10 +2,9 @@
 
     python examples/pbmc.py [--out DIR] [--quick] [--config NAME ...]
 
-The data set stores log-normalised values; the counts are recovered as ``rint(expm1(raw.X) * n_counts / 1e4)``
-(DESIGN.md section 6). CDP runs through :func:`conjoined.anndata.cdp` (genes are CDP's rows, cells its
-columns) with the paper's single-cell settings (genes alpha=10, beta=0.1; cells alpha=10, beta=1; 500
-iterations) in two configurations:
+The data set stores log-normalised values; the counts are recovered as ``rint(expm1(raw.X) * n_counts / 1e4)``.
+CDP runs through :func:`conjoined.anndata.cdp` (genes are CDP's rows, cells its columns) with the paper's
+single-cell settings (genes alpha=10, beta=0.1; cells alpha=10, beta=1; 500 iterations) in two configurations:
 
 - ``singlecell``: the library's pipeline (conjoined rounds, Poisson likelihood on genes, which sees how much a
   gene is expressed in each cell cluster) with a multinomial likelihood on cells: a cell's total is its

@@ -219,6 +219,28 @@ def test_non_count_layer_is_a_clear_error(planted):
     assert "cdp" not in adata.uns and "cdp_cluster" not in adata.obs
 
 
+@pytest.mark.parametrize("options, message", [
+    ({"key_added": None}, "key_added must be a non-empty str"),
+    ({"key_added": 3}, "key_added must be a non-empty str"),
+    ({"key_added": ""}, "key_added must be a non-empty str"),
+    ({"key_added": "a/b"}, "key_added must be a non-empty str without '/'"),
+    ({"use_raw": "no"}, "use_raw must be True or False"),
+    ({"copy": "no"}, "copy must be True or False"),
+])
+def test_bad_options_are_refused_before_writing(planted, tmp_path, options, message):
+    adata, _, _, _ = planted
+    with pytest.raises(ValueError, match=message):
+        cdp(adata, **options, **PARAMS)
+    assert list(adata.obs.columns) == [] and list(adata.uns) == []
+    adata.write_h5ad(tmp_path / "a.h5ad")
+
+
+def test_too_few_cells_are_named_as_cells(planted):
+    adata, _, _, _ = planted
+    with pytest.raises(ValueError, match=r"1 of 1 cell\(s\) \(obs\) and \d+ of 16 gene\(s\) \(var\).*at least 2"):
+        cdp(adata[:1].copy(), **PARAMS)
+
+
 def test_fitted_view_without_results(planted):
     adata, _, _, _ = planted
     with pytest.raises(KeyError, match="run conjoined.anndata.cdp"):

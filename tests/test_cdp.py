@@ -101,10 +101,29 @@ def test_the_papers_pipeline_runs_as_an_option():
     (np.ones((3, 3)), {"row_likelihood": "gauss"}, "row_likelihood"),
     (np.ones((3, 3)), {"n_iter": 0}, "n_iter"),
     (np.ones((3, 3)), {"refine": "yes"}, "refine"),
+    (np.ones((3, 3)), {"verbose": "no"}, "verbose"),
+    (np.ones((3, 3)), {"n_jobs": True}, "n_jobs"),
+    (np.ones((3, 3)), {"z_min": 0}, "z_min"),
+    (np.ones((3, 3)), {"z_min": -5.0}, "z_min"),
+    (np.ones((3, 3)), {"z_min": "3"}, "z_min"),
+    (np.ones((3, 3)), {"min_size": 0}, "min_size"),
+    (np.ones((3, 3)), {"extraction": "paper-code", "min_size": -4}, "min_size"),
+    (np.ones((3, 3)), {"checkpoint": ""}, "checkpoint"),
+    (sp.csr_matrix(np.ones((3, 3)) + 3j), {}, "[Cc]omplex"),
+    # stored entries 5 and -2 in one cell: summing them first would hide the negative count
+    (sp.coo_matrix(([5.0, -2.0, 3.0, 4.0], ([0, 0, 1, 2], [0, 0, 1, 2])), shape=(3, 3)), {}, "negative"),
+    (np.ones((3, 3)) * 2.0**60, {}, "counts in total"),
 ])
-def test_bad_input_is_named(X, params, message):
+def test_bad_input_is_named(X, params, message, monkeypatch):
+    # every one of them is refused before any sampling
+    monkeypatch.setattr(conjoined.cdp, "DPMM", None)
     with pytest.raises(ValueError, match=message):
         CDP(**params).fit(X)
+
+
+def test_text_is_refused_not_read_as_numbers():
+    with pytest.raises(TypeError, match="text"):
+        CDP().fit([["1", "2"], ["3", "4"]])
 
 
 def test_refine_works_on_block_labels_and_leaves_the_mixtures_labels():

@@ -1,6 +1,7 @@
 """DPMM checkpoints: an interrupted and resumed fit equals an uninterrupted one; mismatches and bad writes."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -170,3 +171,42 @@ def test_cdp_resumes_from_its_checkpoint_directory(tmp_path, monkeypatch):
 def test_bad_checkpoint_every():
     with pytest.raises(ValueError, match="checkpoint_every"):
         conjoined.DPMM(checkpoint_every=0).fit(count_mixture())
+
+
+def _damage(path, how):
+    """Rewrite the checkpoint at ``path`` truncated, without one array, or with garbled JSON."""
+    if how == "truncated":
+        path.write_bytes(path.read_bytes()[:-200])
+        return
+    with np.load(path) as saved:
+        arrays = {name: saved[name] for name in saved.files}
+    if how == "missing array":
+        del arrays["age"]
+    else:
+        arrays["random_states"] = np.array("{not json")
+    with open(path, "wb") as file:
+        np.savez(file, **arrays)
+
+
+@pytest.mark.parametrize("how", ["truncated", "missing array", "bad JSON"])
+def test_damaged_checkpoint_is_named(tmp_path, how):
+    X = count_mixture(5, n=40)
+    path = tmp_path / "fit.npz"
+    params = dict(PARAMS, n_iter=4)
+    conjoined.DPMM(checkpoint=path, **params).fit(X)
+    _damage(path, how)
+    with pytest.raises(ValueError, match=rf"checkpoint {re.escape(str(path))} is damaged.*delete it"):
+        conjoined.DPMM(checkpoint=path, **params).fit(X)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("missing/fit.npz", "the folder .*missing does not exist"),
+    ("", "checkpoint must be None or a file's path"),
+    (".", "is a folder"),
+])
+def test_checkpoint_path_is_checked_before_sampling(tmp_path, monkeypatch, name, message):
+    monkeypatch.chdir(tmp_path)
+    steps = count_steps(monkeypatch)
+    with pytest.raises(ValueError, match=message):
+        conjoined.DPMM(checkpoint=name, **PARAMS).fit(count_mixture())
+    assert steps["n"] == 0

@@ -5,6 +5,7 @@ simulate -> fit -> score round trip and redrawn pictures. Most runs call ``main`
 import gzip
 import inspect
 import json
+import os
 import re
 import shutil
 import socket
@@ -54,12 +55,15 @@ def _run(argv, capsys):
     return status, out, err
 
 
-def _run_subprocess(argv, cwd):
+def _run_subprocess(argv, cwd, stdout=subprocess.PIPE):
+    """``(exit status, stdout, stderr)`` of ``python -m conjoined argv`` run in ``cwd``; stdout is None unless
+    piped here."""
     result = subprocess.run(
         [sys.executable, "-m", "conjoined", *map(str, argv)],
         cwd=cwd,
         check=False,
-        capture_output=True,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
         text=True,
         timeout=120,
     )
@@ -92,6 +96,16 @@ def _expected_png_size(name):
 def _assert_no_leftovers(directory, outdir_name):
     leftovers = [p.name for p in directory.iterdir() if p.name.startswith(f".{outdir_name}.")]
     assert leftovers == []
+
+
+def _contents(directory):
+    """``{relative path: bytes}`` of every file under ``directory``."""
+    return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+def _must_not_fit(self, X, y=None):
+    """Stands in for ConjoinedDirichletProcess.fit where the command must stop before fitting."""
+    raise AssertionError("the fit must not start")
 
 
 # ------------------------------------------------------------------------------------------- input formats
@@ -261,6 +275,14 @@ def _bad_files(tmp_path):
     (tmp_path / "garbled.npz").write_bytes(b"not a zip file at all")
     (tmp_path / "garbled.h5ad").write_bytes(b"\x00\x01 not hdf5")
     (tmp_path / "m.xlsx").write_bytes(b"")
+    (tmp_path / "one_column.csv").write_text("gene,a\nx,1\ny,3\nz,2\n")
+    counts = np.array([[1.0, 2.0, np.nan], [0.0, 4.0, 1.0]])  # AnnData: cells x genes
+    anndata.AnnData(X=counts).write_h5ad(tmp_path / "nan.h5ad")
+    truncated_10x = tmp_path / "truncated_10x"
+    truncated_10x.mkdir()
+    scipy.io.mmwrite(str(truncated_10x / "matrix.mtx"), sp.coo_matrix(np.ones((3, 2))))
+    features = gzip.compress(b"".join(b"ENSG%05d\tgene%d\tGene Expression\n" % (i, i) for i in range(3)))
+    (truncated_10x / "features.tsv.gz").write_bytes(features[:-12])
 
 
 BAD_INPUTS = [
@@ -273,6 +295,9 @@ BAD_INPUTS = [
     ("garbled.npz", "npz"),
     ("garbled.h5ad", "cannot read as AnnData"),
     ("m.xlsx", "unknown file type"),
+    ("one_column.csv", r"one_column\.csv: the matrix is 3 x 1: too narrow to bicluster"),
+    ("nan.h5ad", r"nan\.h5ad.*non-finite"),
+    ("truncated_10x", r"features\.tsv\.gz: cannot read names: the \.gz file is truncated or corrupt"),
 ]
 
 
@@ -330,6 +355,47 @@ def test_existing_outdir_is_refused_and_untouched_then_replaced_with_force(refer
     _assert_no_leftovers(tmp_path, "out")
 
 
+@pytest.mark.parametrize(
+    "outdir, options, message",
+    [
+        ("data/m.csv", [], "must not be, or hold, the input data/m.csv"),
+        ("data", [], "must not be, or hold, the input data/m.csv"),
+        ("names", ["--row-names", "names/genes.txt"], "must not be, or hold, the input names/genes.txt"),
+        (".", [], "must not be the current directory or a folder holding it"),
+        ("..", [], "must not be the current directory or a folder holding it"),
+        ("", [], "the output directory name is empty"),
+    ],
+)
+def test_outdir_replacing_an_input_or_the_current_directory_is_refused_before_the_fit(
+    outdir, options, message, planted, tmp_path, capsys, monkeypatch
+):
+    X, genes, cells, _, _ = planted
+    (tmp_path / "data").mkdir()
+    _write_csv(tmp_path / "data", X, genes, cells)
+    (tmp_path / "names").mkdir()
+    (tmp_path / "names" / "genes.txt").write_text("\n".join(genes) + "\n")
+    before = _contents(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "fit", _must_not_fit)
+    argv = ["fit", "data/m.csv", "-o", outdir, "--force", *options, *FAST, "--no-plots"]
+    status, _, err = _run(argv, capsys)
+    assert status == 2 and err.count("\n") == 1 and err.startswith("conjoined: error: ")
+    assert message in err, err
+    assert _contents(tmp_path) == before
+
+
+def test_out_of_memory_is_one_line_and_no_outdir(reference, tmp_path, capsys, monkeypatch):
+    def fit(self, X, y=None):
+        raise MemoryError("Unable to allocate 7.28 TiB for an array with shape (1000000000000,)")
+
+    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "fit", fit)
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "out", *FAST], capsys)
+    assert status == 2 and err.count("\n") == 1
+    assert err.startswith("conjoined: error: out of memory") and "7.28 TiB" in err
+    assert not (tmp_path / "out").exists()
+    _assert_no_leftovers(tmp_path, "out")
+
+
 # ------------------------------------------------------------------------------------------- simulate, score
 
 
@@ -376,6 +442,15 @@ def test_simulate_sparse_formats_and_shuffle(suffix, tmp_path, capsys):
     assert status == 2 and ".csv" in err and not (tmp_path / "case2.txt").exists()
 
 
+def test_simulate_checks_both_names_before_replacing_either(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("old matrix\n")
+    (tmp_path / "t.truth.json").mkdir()
+    status, _, err = _run(["simulate", "2", "-o", tmp_path / "t.csv", "--force"], capsys)
+    assert status == 2 and err.count("\n") == 1 and "t.truth.json is a directory" in err
+    assert (tmp_path / "t.csv").read_text() == "old matrix\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv", "t.truth.json"]
+
+
 def test_score_errors(tmp_path, capsys):
     _run(["simulate", "1", "-o", tmp_path / "a.npz", "--seed", "0"], capsys)
     _run(["simulate", "2", "-o", tmp_path / "b.npz", "--seed", "0"], capsys)
@@ -386,6 +461,42 @@ def test_score_errors(tmp_path, capsys):
     (tmp_path / "bad.json").write_text('{"shape": [2, 2]}')
     status, _, err = _run(["score", tmp_path / "bad.json", tmp_path / "b.truth.json"], capsys)
     assert status == 2 and "biclusters" in err and err.count("\n") == 1
+
+
+def _biclusters_file(path, shape, row_indices, column_indices=(0, 1)):
+    """Write a biclusters/truth file with one bicluster."""
+    bicluster = {"row_indices": row_indices, "column_indices": list(column_indices)}
+    path.write_text(json.dumps({"shape": shape, "biclusters": [bicluster]}))
+    return path
+
+
+@pytest.mark.parametrize(
+    "shape, row_indices, message",
+    [
+        ([20, 20], [-1], r"'row_indices': index -1 is outside 0\.\.19"),
+        ([20, 20], [3, 20], r"'row_indices': index 20 is outside 0\.\.19"),
+        ([20, 20], [1.0], r"'row_indices' must be a list of integers"),
+        ([20, 20], [True], r"'row_indices' must be a list of integers"),
+        ([20.7, 20], [1], r"'shape' must be a list of 2 integers >= 1, got \[20\.7, 20\]"),
+        ([1e12, 20], [1], r"'shape' must be a list of 2 integers >= 1"),
+        ([20], [1], r"'shape' must be a list of 2 integers >= 1"),
+    ],
+)
+def test_score_refuses_bad_shapes_and_indices(shape, row_indices, message, tmp_path, capsys):
+    truth = _biclusters_file(tmp_path / "truth.json", [20, 20], [1, 2])
+    found = _biclusters_file(tmp_path / "found.json", shape, row_indices)
+    status, out, err = _run(["score", found, truth], capsys)
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert str(found) in err and re.search(message, err), err
+
+
+def test_score_of_a_huge_shape_allocates_only_the_listed_indices(tmp_path, capsys):
+    shape = [10**12, 20]
+    found = _biclusters_file(tmp_path / "found.json", shape, [5, 10**12 - 1])
+    truth = _biclusters_file(tmp_path / "truth.json", shape, [5, 10**12 - 1])
+    status, out, err = _run(["score", found, truth], capsys)
+    assert status == 0, err
+    assert "Jaccard score: 1.0000" in out
 
 
 # ------------------------------------------------------------------------------------------- plot
@@ -411,6 +522,67 @@ def test_plot_redraws_the_pictures(reference, tmp_path, capsys):
 def test_plot_of_a_folder_that_is_not_a_fit(tmp_path, capsys):
     status, _, err = _run(["plot", tmp_path], capsys)
     assert status == 2 and "matrix.npz" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda arrays: arrays.pop("row_k_trace"), "missing row_k_trace"),
+        (lambda arrays: arrays.update(row_names=arrays["row_names"][:-1]), r"row_names has shape \(15,\)"),
+        (lambda arrays: arrays.update(rows_=arrays["rows_"][:, :-1]), r"rows_ has shape \(\d+, 15\)"),
+        (lambda arrays: arrays.update(theta_=arrays["theta_"].astype(str)), "theta_ is a 2-d array of <U"),
+    ],
+)
+def test_plot_of_a_damaged_model_names_the_file_and_the_array(damage, message, reference, tmp_path, capsys):
+    outdir = tmp_path / "copy"
+    shutil.copytree(reference, outdir)
+    with np.load(outdir / "model.npz") as saved:
+        arrays = dict(saved)
+    damage(arrays)
+    np.savez(outdir / "model.npz", **arrays)
+    before = _contents(outdir)
+    status, _, err = _run(["plot", outdir], capsys)
+    assert status == 2 and err.count("\n") == 1
+    assert str(outdir / "model.npz") in err and re.search(message, err), err
+    assert _contents(outdir) == before
+
+
+def test_plot_interrupted_mid_save_keeps_the_previous_picture(reference, tmp_path, capsys, monkeypatch):
+    import matplotlib.figure
+
+    outdir = tmp_path / "copy"
+    shutil.copytree(reference, outdir)
+    before = _contents(outdir)
+
+    def interrupted_save(figure, fname, **kwargs):
+        with open(fname, "wb") as handle:
+            handle.write(b"\x89PNG half a picture")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", interrupted_save)
+    status, _, err = _run(["plot", outdir], capsys)
+    assert status == 130 and err == "conjoined: interrupted\n"
+    assert _contents(outdir) == before
+    assert sorted(p.name for p in outdir.iterdir()) == sorted(p.name for p in reference.iterdir())
+
+
+@pytest.mark.parametrize(
+    "dpi, message",
+    [
+        ("0", "0 is outside 1..1200"),
+        ("100000", "100000 is outside 1..1200"),
+        ("high", "invalid int value: 'high'"),
+    ],
+)
+def test_plot_dpi_outside_its_range_is_a_usage_error(dpi, message, reference, tmp_path, capsys):
+    outdir = tmp_path / "copy"
+    shutil.copytree(reference, outdir)
+    before = _contents(outdir)
+    status, _, err = _run(["plot", outdir, "--dpi", dpi], capsys)
+    assert status == 2 and f"argument --dpi: {message}" in err
+    assert _contents(outdir) == before
+    status, out, _ = _run(["plot", "--help"], capsys)
+    assert status == 0 and re.search(r"1\s+to\s+1200", out)
 
 
 # --------------------------------------------------------------------------------------------- Dask
@@ -504,6 +676,24 @@ def test_python_dash_m_bad_input(tmp_path):
     assert not (tmp_path / "out").exists()
     status, out, _ = _run_subprocess(["--help"], tmp_path)
     assert status == 0 and all(command in out for command in ("fit", "simulate", "score", "plot"))
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_stdout_closed_after_a_fit_is_not_reported_as_a_failure(unbuffered, reference, tmp_path, monkeypatch):
+    """``conjoined fit ... | true``: the fit is written in full and the closed pipe ends the command quietly,
+    with the status of a SIGPIPE. Unbuffered, the summary's first print fails; buffered, the final flush
+    does."""
+    monkeypatch.setenv("PYTHONUNBUFFERED", unbuffered)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody reads the command's stdout
+    try:
+        status, _, err = _run_subprocess(
+            ["fit", reference / "matrix.npz", "-o", "out", *FAST, "--no-plots"], tmp_path, stdout=write_end
+        )
+    finally:
+        os.close(write_end)
+    assert (status, err) == (141, "")
+    assert all((tmp_path / "out" / name).is_file() for name in FIT_FILES)
 
 
 def test_demo_runs_cdp_on_a_builtin_case_and_prints_the_score(capsys):

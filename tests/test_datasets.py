@@ -14,7 +14,7 @@ from conjoined.datasets import (
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
-# The paper's table (DESIGN.md section 5), 1-based inclusive ranges.
+# The paper's simulation table, 1-based inclusive ranges.
 TABLE = {
     1: ((50, 50), 4000, 0.8, [((1, 20), (1, 20))]),
     2: ((20, 20), 4000, 0.5, [((1, 4), (1, 4)), ((5, 12), (5, 20))]),
@@ -145,9 +145,21 @@ def test_bad_arguments(kwargs, message):
         make_biclusters_counts(**kwargs)
 
 
-def test_bad_case():
+@pytest.mark.parametrize("case", [5, 1.0, True])
+def test_bad_case(case):
     with pytest.raises(ValueError, match="case must be one of"):
-        make_cdp_case(5)
+        make_cdp_case(case)
+
+
+@pytest.mark.parametrize("shuffle", ["yes", None, 1])
+def test_shuffle_must_be_bool(shuffle):
+    with pytest.raises(ValueError, match="shuffle must be True or False"):
+        make_cdp_case(1, random_state=0, shuffle=shuffle)
+
+
+def test_negative_seed_is_named():
+    with pytest.raises(ValueError, match=r"random_state \(the seed\) must be an integer >= 0, got -1"):
+        make_cdp_case(1, random_state=-1)
 
 
 def test_marques_like_small():

@@ -31,6 +31,9 @@ def gaussian_mixture(seed, n=900, K=9, d=2, spread=12.0):
     return grid[z] + rng.standard_normal((n, d)), z
 
 
+GAUSSIAN = np.random.default_rng(0).normal(size=(30, 3))
+
+
 def posterior_mode_of_k(model):
     return np.bincount(model.n_clusters_trace_[model.warmup_:]).argmax()
 
@@ -330,10 +333,39 @@ def test_log_dirichlet_is_finite_for_tiny_concentrations():
     (np.ones((4, 2)), dict(init_clusters=10), "init_clusters"),
     (np.ones((4, 2)), dict(prior="gauss"), "prior"),
     (sp.csr_matrix(np.array([[0.5, 0.0], [0.0, -1.0]])), {}, "sparse"),
+    (np.ones((4, 2)), {"n_jobs": True}, "n_jobs must be None or a non-zero integer"),
+    (np.ones((4, 2)), {"n_jobs": "x"}, "n_jobs must be None or a non-zero integer"),
+    (np.ones((4, 2)), {"verbose": "no"}, "verbose must be True or False"),
+    (np.ones((4, 2)), {"store_labels": "no"}, "store_labels must be True or False"),
+    (np.zeros((5, 3)), {}, "X is all zeros"),
+    (np.zeros((5, 3)), {"prior": conjoined.PoissonGamma(rate=1.0)}, "X is all zeros"),
+    (np.array([[1, 2], [0, 0], [3, 1]]), {}, "X row 1 is all zeros"),
+    (np.ones((4, 2)), {"prior": conjoined.Multinomial(beta=1e308)}, "Multinomial beta"),
+    (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(mean=[np.nan, 0.0, 0.0])}, "mean must be finite"),
+    (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi=np.full((3, 3), np.nan))}, "psi must be finite"),
+    (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi=np.triu(np.ones((3, 3))))}, "psi must be symmetric"),
+    (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi=-np.eye(3))}, "psi must be symmetric positive"),
+    (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(nu="5")}, "nu must be a finite number"),
+    (GAUSSIAN * 1e200, {}, "rescale X"),
 ])
 def test_bad_input_is_named(X, params, message):
     with pytest.raises(ValueError, match=message):
         conjoined.DPMM(**params).fit(X)
+
+
+def test_poisson_gamma_accepts_all_zero_rows():
+    X = np.random.default_rng(0).poisson(3.0, size=(30, 5))
+    X[[4, 9]] = 0  # a low rate: informative under independent Poisson counts
+    model = conjoined.DPMM(prior=conjoined.PoissonGamma(), n_iter=5, random_state=0).fit(X)
+    assert model.labels_.shape == (30,)
+
+
+def test_gaussian_data_of_small_scale_is_clustered_as_at_unit_scale():
+    X, _ = gaussian_mixture(0, n=180, K=4)
+    params = {"n_iter": 30, "random_state": 0}
+    unit = conjoined.DPMM(**params).fit(X)
+    assert unit.n_clusters_ > 1
+    np.testing.assert_array_equal(conjoined.DPMM(**params).fit(X * 1e-10).labels_, unit.labels_)
 
 
 def test_input_is_not_modified():

@@ -1,5 +1,6 @@
 import gzip
 import json
+import os
 import shutil
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from conjoined.io import atomic_output_dir, read_matrix, write_json, write_table_csv
+from conjoined.io import atomic_output_dir, atomic_output_file, read_matrix, write_json, write_table_csv
 
 anndata = pytest.importorskip("anndata")
 pd = pytest.importorskip("pandas")
@@ -85,6 +86,51 @@ def test_names_of_wrong_length(tmp_path, counts):
         read_matrix(tmp_path / "m.npz", row_names=genes[:3])
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         read_matrix(tmp_path / "m.npz", column_names=tmp_path / "nope.txt")
+
+
+@pytest.mark.parametrize(
+    "names",
+    [5, {"gene0", "gene1"}, (f"gene{i}" for i in range(5)), np.array([list("abcde")]), list(range(5))],
+    ids=["int", "set", "generator", "2-d array", "ints"],
+)
+def test_names_of_the_wrong_type(tmp_path, counts, names):
+    sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(counts[0]))
+    with pytest.raises(TypeError, match="row_names must be a names file .* or a sequence of str, got"):
+        read_matrix(tmp_path / "m.npz", row_names=names)
+
+
+def test_names_as_a_tuple_or_an_index(tmp_path, counts):
+    X, genes, cells = counts
+    sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(X))
+    result = read_matrix(tmp_path / "m.npz", row_names=tuple(genes), column_names=pd.Index(cells))
+    np.testing.assert_array_equal(result.row_names, genes)
+    np.testing.assert_array_equal(result.column_names, cells)
+
+
+def _damaged_gz(path, how):
+    """A .gz of names cut short ("truncated") or with flipped bytes in its compressed stream ("corrupt")."""
+    data = bytearray(gzip.compress("".join(f"id{i}\tgene{i}\n" for i in range(2000)).encode()))
+    if how == "truncated":
+        data = data[: len(data) // 2]
+    else:
+        data[30:60] = bytes(b ^ 0xFF for b in data[30:60])
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("how", ["truncated", "corrupt"])
+def test_damaged_gz_names_are_a_value_error_naming_the_file(tmp_path, counts, how):
+    X = counts[0]
+    sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(X))
+    names = _damaged_gz(tmp_path / "names.txt.gz", how)
+    with pytest.raises(ValueError, match=r"names\.txt\.gz: cannot read names: the \.gz file is truncated"):
+        read_matrix(tmp_path / "m.npz", row_names=names)
+    folder = tmp_path / "tenx"
+    folder.mkdir()
+    scipy.io.mmwrite(folder / "matrix.mtx", sp.coo_matrix(X))
+    _damaged_gz(folder / "features.tsv.gz", how)
+    with pytest.raises(ValueError, match=r"features\.tsv\.gz: cannot read names: the \.gz file is truncated"):
+        read_matrix(folder)
 
 
 def _write_gz(path, text):
@@ -181,6 +227,19 @@ def test_h5ad_dense_and_log_normalised_with_raw(tmp_path, counts):
     np.testing.assert_array_equal(raw.row_names, genes)
 
 
+def test_h5ad_nan_is_left_to_the_matrix_check(tmp_path, counts):
+    """NaN is not a sign of normalised data: read_matrix returns it, for the matrix check to report."""
+    X, genes, cells = counts
+    values = X.T.astype(np.float64)
+    values[1, 2] = np.nan
+    values[0, 3] = np.inf
+    anndata.AnnData(X=values, obs=pd.DataFrame(index=cells), var=pd.DataFrame(index=genes)).write_h5ad(
+        tmp_path / "nan.h5ad"
+    )
+    result = read_matrix(tmp_path / "nan.h5ad")
+    assert np.isnan(result.X[2, 1]) and np.isinf(result.X[3, 0])
+
+
 def test_mat_variable_selection(tmp_path, counts):
     X, _, _ = counts
     scipy.io.savemat(tmp_path / "one.mat", {"counts": sp.csc_matrix(X), "labels": np.arange(4)[None, :]})
@@ -261,6 +320,77 @@ def test_atomic_output_dir_force_replaces_only_after_success(tmp_path):
         (staging / "new.txt").write_text("new")
     assert sorted(p.name for p in out.iterdir()) == ["new.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
+@pytest.mark.parametrize(
+    "outdir, keep, message",
+    [
+        ("in.csv", ["in.csv"], "must not be, or hold, the input in.csv"),
+        ("names", ["in.csv", "names/rows.txt"], "must not be, or hold, the input names/rows.txt"),
+        ("names", ["alias.csv"], "must not be, or hold, the input alias.csv"),  # a symlink into names
+        ("names", ["names/link.csv"], "must not be, or hold, the input names/link.csv"),  # a symlink in names
+        (".", [], "must not be the current directory"),
+        ("", [], "the output directory name is empty"),
+    ],
+)
+def test_atomic_output_dir_refuses_to_replace_what_it_must_keep(tmp_path, monkeypatch, outdir, keep, message):
+    (tmp_path / "in.csv").write_text("gene,a\n")
+    (tmp_path / "names").mkdir()
+    (tmp_path / "names" / "rows.txt").write_text("gene\n")
+    (tmp_path / "names" / "real.csv").write_text("gene,a\n")
+    os.symlink(tmp_path / "names" / "real.csv", tmp_path / "alias.csv")
+    os.symlink(tmp_path / "in.csv", tmp_path / "names" / "link.csv")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=message), atomic_output_dir(outdir, force=True, keep=keep):
+        pytest.fail("the block must not run")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+def test_atomic_output_dir_may_replace_a_symlink_to_the_folder_of_an_input(tmp_path):
+    """Replacing a symlink moves the link only: the folder it points to, and the input there, stay."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "in.csv").write_text("gene,a\n")
+    os.symlink(tmp_path / "data", tmp_path / "results")
+    with atomic_output_dir(tmp_path / "results", force=True, keep=[tmp_path / "data" / "in.csv"]) as staging:
+        (staging / "new.txt").write_text("new")
+    assert (tmp_path / "data" / "in.csv").read_text() == "gene,a\n"
+    assert not (tmp_path / "results").is_symlink() and (tmp_path / "results" / "new.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "obj, error, message",
+    [
+        ({"strength": float("nan")}, ValueError, r"out\.json: cannot write as JSON \(Out of range float"),
+        ({"strength": np.array([1.0, np.inf])}, ValueError, r"out\.json: cannot write as JSON"),
+        ({"model": object()}, TypeError, "object is not JSON serialisable"),
+    ],
+)
+def test_write_json_failure_keeps_the_previous_file(tmp_path, obj, error, message):
+    path = tmp_path / "out.json"
+    write_json(path, {"previous": [1, 2]})
+    with pytest.raises(error, match=message):
+        write_json(path, obj)
+    assert json.loads(path.read_text()) == {"previous": [1, 2]}
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_atomic_output_file(tmp_path):
+    path = tmp_path / "picture.png"
+    path.write_bytes(b"old")
+    with pytest.raises(KeyboardInterrupt), atomic_output_file(path) as temporary:
+        assert temporary.parent == tmp_path and temporary.suffix == ".png"
+        temporary.write_bytes(b"half")
+        raise KeyboardInterrupt
+    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["picture.png"]
+    with atomic_output_file(path) as temporary:
+        temporary.write_bytes(b"new")
+    assert path.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["picture.png"]
+    (tmp_path / "folder.png").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"folder\.png is a directory"), atomic_output_file(
+        tmp_path / "folder.png"
+    ):
+        pytest.fail("the block must not run")
 
 
 def test_write_table_csv_round_trip(tmp_path):

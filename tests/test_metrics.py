@@ -123,3 +123,12 @@ def test_bad_input():
         jaccard_score((np.ones((2, 4), bool), np.ones((3, 4), bool)), truth)
     with pytest.raises(ValueError, match="pair"):
         jaccard_score(np.ones((3, 4), bool), truth)
+
+
+@pytest.mark.parametrize("rows", [np.full((1, 4), np.nan), np.full((1, 4), -1), np.full((1, 4), "yes"), np.ones((1, 4))])
+def test_biclusters_must_be_bool(rows):
+    truth = _biclusters(4, 3, [([0], [0])])
+    with pytest.raises(ValueError, match="found rows must be a bool array"):
+        jaccard_score((rows, truth[1]), truth)
+    with pytest.raises(ValueError, match="truth rows must be a bool array"):
+        recovery_score(truth, (rows, truth[1]))

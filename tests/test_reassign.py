@@ -234,6 +234,7 @@ def test_paper_code_draw_uses_the_other_tokens_of_the_row():
         ({"callback": 3}, "callback must be callable"),
         ({"X": [[1, -1, 0], [0, 0, 0], [1, 1, 1], [0, 2, 0]]}, "negative"),
         ({"X": [[1, 0.5, 0], [0, 0, 0], [1, 1, 1], [0, 2, 0]]}, "non-integer"),
+        ({"X": np.ones((4, 3)) * 2.0**60}, r"X holds 1\.384e\+19 counts in total"),
     ],
 )
 def test_bad_input_raises_a_named_value_error(change, message):

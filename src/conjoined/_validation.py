@@ -14,7 +14,7 @@ import scipy.sparse as sp
 def _describe_position(X, mask_fn):
     """(row, col) of the first entry where ``mask_fn(values)`` holds, for error messages."""
     if sp.issparse(X):
-        coo = X.tocoo()
+        coo = X.tocoo()  # keeps duplicate entries, in the order of X.data
         bad = np.flatnonzero(mask_fn(coo.data))
         if bad.size == 0:
             return None
@@ -23,6 +23,14 @@ def _describe_position(X, mask_fn):
     if bad.size == 0:
         return None
     return tuple(int(v) for v in bad[0])
+
+
+def _check_not_text(values, name):
+    """TypeError when ``values`` holds text: numpy would read "1" as 1.0 and hide a table read as strings."""
+    if values.dtype.kind in "US" or (
+        values.dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in values.ravel())
+    ):
+        raise TypeError(f"{name} holds text, not numbers (dtype {values.dtype})")
 
 
 def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.float64):
@@ -49,17 +57,23 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
     if sp.issparse(X):
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-dimensional, got a sparse array with {X.ndim} dimensions")
+        if np.iscomplexobj(X):
+            raise ValueError(f"Complex data not supported: {name} has complex values")
+        # The checks read the entries as stored: summing duplicates first could hide a negative entry.
+        stored = X if X.format in ("csr", "csc", "coo", "bsr") else X.tocoo()
+        values = np.asarray(stored.data, dtype=dtype)
         out = sp.csr_matrix(X, dtype=dtype, copy=True)
         out.sum_duplicates()
         out.eliminate_zeros()
-        values = out.data
     else:
         if X is None:
             raise ValueError(f"{name} is None; expected a 2-d array")
         if np.iscomplexobj(X):
             raise ValueError(f"Complex data not supported: {name} has complex values")
         try:
-            out = np.array(X, dtype=dtype, order="C", copy=True)
+            raw = np.asarray(X)
+            _check_not_text(raw, name)
+            out = np.array(raw, dtype=dtype, order="C", copy=True)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{name} must be numeric: {exc}") from None
         if out.ndim != 2:
@@ -67,7 +81,7 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
                 f"{name} must be 2-dimensional (n_samples, n_features), got shape {out.shape}; "
                 "reshape 1-d data with X.reshape(-1, 1) or X.reshape(1, -1)"
             )
-        values = out
+        values = stored = out
     n_rows, n_cols = out.shape
     if n_rows == 0 or n_cols == 0:
         raise ValueError(
@@ -79,17 +93,17 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
     if n_cols < min_cols:
         raise ValueError(f"{name} has {n_cols} column(s) ({n_cols} feature(s)); at least {min_cols} are required")
     if not np.all(np.isfinite(values)):
-        pos = _describe_position(out, lambda v: ~np.isfinite(v))
+        pos = _describe_position(stored, lambda v: ~np.isfinite(v))
         raise ValueError(f"{name} contains non-finite values (NaN or inf), first at (row, col) = {pos}")
     if counts:
         if np.any(values < 0):
-            pos = _describe_position(out, lambda v: v < 0)
+            pos = _describe_position(stored, lambda v: v < 0)
             raise ValueError(
                 f"{name} contains negative values (Negative values in data), first at (row, col) = {pos}; "
                 "counts must be >= 0"
             )
         if np.any(values != np.round(values)):
-            pos = _describe_position(out, lambda v: v != np.round(v))
+            pos = _describe_position(stored, lambda v: v != np.round(v))
             raise ValueError(
                 f"{name} contains non-integer values, first at (row, col) = {pos}; counts must be whole numbers"
             )
@@ -116,3 +130,10 @@ def check_int(value, name, *, minimum=0):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_bool(value, name):
+    """Raise ValueError unless ``value`` is True or False (a numpy bool included)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")  # noqa: TRY004 - ValueError as in check_int
+    return bool(value)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_matrix, is_count_matrix
+from ._validation import check_bool, check_matrix, is_count_matrix
 from .cdp import ConjoinedDirichletProcess
 
 __all__ = ["cdp", "fitted_view"]
@@ -65,6 +65,25 @@ def _check_counts(matrix, where, adata):
             f"{exc}. CDP needs raw counts (non-negative integers), not normalised or log-transformed values: "
             f"pass layer= naming a counts layer (layers: {layers}){raw}"
         ) from None
+
+
+def _check_key(key_added):
+    if not isinstance(key_added, str) or not key_added or "/" in key_added:
+        raise ValueError(
+            f"key_added must be a non-empty str without '/' (the prefix of every key written), got {key_added!r}"
+        )
+
+
+def _check_size(matrix, where):
+    """ValueError, in cells and genes, unless at least 2 cells and 2 genes of ``matrix`` have non-zero counts."""
+    n_cells, n_genes = matrix.shape
+    cells = np.count_nonzero(np.asarray(matrix.sum(axis=1)).ravel())
+    genes = np.count_nonzero(np.asarray(matrix.sum(axis=0)).ravel())
+    if cells < 2 or genes < 2:
+        raise ValueError(
+            f"{where}: {cells} of {n_cells} cell(s) (obs) and {genes} of {n_genes} gene(s) (var) have non-zero "
+            "counts; CDP needs at least 2 of each"
+        )
 
 
 def _genes_by_cells(matrix):
@@ -142,16 +161,21 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     Raises
     ------
     ValueError
-        A layer that does not exist, or a matrix that is not counts (the message says what was found and where
-        counts may be).
+        A layer that does not exist, a matrix that is not counts (the message says what was found and where
+        counts may be), fewer than 2 cells or 2 genes with non-zero counts, a ``key_added`` that is not a
+        non-empty str without "/", or ``copy`` / ``use_raw`` that are not bools.
     ImportError
         anndata or pandas is not installed.
     """
     anndata, pandas = _require_anndata()
     if not isinstance(adata, anndata.AnnData):
         raise TypeError(f"adata must be an anndata.AnnData, got {type(adata).__name__}")
+    _check_key(key_added)
+    copy = check_bool(copy, "copy")
+    use_raw = check_bool(use_raw, "use_raw")
     matrix, where = _counts_source(adata, layer, use_raw)
     _check_counts(matrix, where, adata)
+    _check_size(matrix, where)
     model = ConjoinedDirichletProcess(**params).fit(_genes_by_cells(matrix))
 
     adata = adata.copy() if copy else adata
@@ -194,7 +218,7 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         "cell_k_posterior": _k_posterior(model.column_k_posterior_),
         "gene_k_trace": np.asarray(model.row_dpmm_.n_clusters_trace_, dtype=np.int64),
         "cell_k_trace": np.asarray(model.column_dpmm_.n_clusters_trace_, dtype=np.int64),
-        "params": {**_storable_params(model.get_params()), **run, "use_raw": bool(use_raw)},
+        "params": {**_storable_params(model.get_params()), **run, "use_raw": use_raw},
     }
     return adata if copy else None
 

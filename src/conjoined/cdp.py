@@ -1,6 +1,6 @@
 """``ConjoinedDirichletProcess``: probabilistic biclustering of a count matrix without choosing K.
 
-Pipeline (DESIGN.md section 1):
+Pipeline:
 
 1. a DP mixture clusters the rows (points in column space) and one clusters the columns;
 2. ``n_rounds`` conjoined rounds: each side is re-clustered on the matrix aggregated by the other side's current
@@ -29,11 +29,11 @@ from sklearn.base import BaseEstimator, BiclusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._progress import progress_bar
-from ._validation import check_int, check_matrix, check_positive
+from ._validation import check_bool, check_int, check_matrix, check_positive
 from .dpmm import DPMM, Multinomial, PoissonGamma
-from .dpmm.estimator import seed_sequence
-from .extract import extract_biclusters, refine_partition, topic_parameters
-from .reassign import reassign_tokens
+from .dpmm.estimator import resolve_n_jobs, seed_sequence
+from .extract import check_thresholds, extract_biclusters, refine_partition, topic_parameters
+from .reassign import check_token_total, reassign_tokens
 
 LIKELIHOODS = ("poisson", "multinomial")
 MODES = ("conjoined", "paper")
@@ -216,8 +216,13 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         check_int(self.n_iter, "n_iter", minimum=1)
         check_int(self.n_rounds, "n_rounds", minimum=0)
         check_int(self.n_reassign, "n_reassign", minimum=0)
-        if not isinstance(self.refine, (bool, np.bool_)):
-            raise ValueError(f"refine must be True or False, got {self.refine!r}")
+        check_thresholds(self.z_min, self.min_size)
+        check_bool(self.refine, "refine")
+        check_bool(self.verbose, "verbose")
+        resolve_n_jobs(self.n_jobs)
+        if self.checkpoint is not None and not (isinstance(self.checkpoint, (str, os.PathLike))
+                                                and os.fspath(self.checkpoint)):
+            raise ValueError(f"checkpoint must be None or a folder's path, got {self.checkpoint!r}")
         for name, allowed in (("row_likelihood", LIKELIHOODS), ("column_likelihood", LIKELIHOODS),
                               ("mode", MODES), ("reassign_method", ("gibbs", "paper-code")),
                               ("extraction", ("significance", "paper-code"))):
@@ -246,6 +251,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         X = X if sp.issparse(X) else sp.csr_matrix(X)
         if X.nnz == 0:
             raise ValueError("X is all zeros: there is nothing to bicluster")
+        check_token_total(X.sum())
         n_rows, n_cols = X.shape
         row_kept = np.asarray(X.sum(axis=1)).ravel() > 0
         col_kept = np.asarray(X.sum(axis=0)).ravel() > 0

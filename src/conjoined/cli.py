@@ -29,20 +29,22 @@ A truth file written by ``simulate`` has the same layout as ``biclusters.json`` 
 ``biclusters`` with ``rows``, ``row_indices``, ``columns``, ``column_indices``), plus the ``case`` and
 ``seed``.
 
-Exit status: 0 on success; 2 for a usage error or bad input (a file that is missing or does not parse,
-negative or non-integer values, an empty matrix, an existing OUTDIR without ``--force``), reported as one line
-``conjoined: error: ...`` on stderr with nothing written; 130 when interrupted.
+Exit status: 0 on success; 2 for a usage error, bad input (a file that is missing or does not parse,
+negative or non-integer values, an empty matrix, an existing OUTDIR without ``--force``, an OUTDIR that is or
+holds an input or the current directory) or too little memory, reported as one line ``conjoined: error: ...``
+on stderr with nothing written; 130 when interrupted; 141 (as for SIGPIPE) when stdout is closed early
+(``conjoined fit ... | head -1``), after every output file was written.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import inspect
 import json
 import os
 import sys
-import uuid
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -57,7 +59,7 @@ from .cdp import LIKELIHOODS, MODES, ConjoinedDirichletProcess
 from .datasets import CDP_CASES, make_cdp_case
 from .dpmm.estimator import BACKENDS
 from .extract import DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
-from .io import atomic_output_dir, read_matrix, write_json, write_table_csv
+from .io import atomic_output_dir, atomic_output_file, read_matrix, write_json, write_table_csv
 from .metrics import jaccard_score
 from .plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
 
@@ -66,6 +68,7 @@ __all__ = ["build_parser", "draw_pictures", "main"]
 PROG = "conjoined"
 PICTURES = ("heatmap", "k_trace", "theta", "membership")
 PICTURE_DPI = 120
+PICTURE_DPI_RANGE = (1, 1200)
 HEATMAP_MAX_BICLUSTERS = 10
 SIMULATION_FORMATS = (".csv", ".npz", ".mtx")
 _SUMMARY_MAX_BICLUSTERS = 20
@@ -83,6 +86,30 @@ _SAVED_ATTRIBUTES = (
     "row_membership_",
     "column_membership_",
 )
+
+# Every array of model.npz: its kind and shape. A named size takes its value from the first array that has it.
+_MODEL_LAYOUT = {
+    "row_labels_": ("integer", ("n_rows",)),
+    "column_labels_": ("integer", ("n_columns",)),
+    "row_names": ("string", ("n_rows",)),
+    "column_names": ("string", ("n_columns",)),
+    "rows_": ("bool", ("n_biclusters", "n_rows")),
+    "columns_": ("bool", ("n_biclusters", "n_columns")),
+    "bicluster_pairs_": ("integer", ("n_biclusters", 2)),
+    "bicluster_strength_": ("float", ("n_biclusters",)),
+    "theta_": ("float", ("K_r", "K_c")),
+    "row_membership_": ("float", ("n_rows", "K_r")),
+    "column_membership_": ("float", ("n_columns", "K_c")),
+    "n_row_clusters_": ("integer", ()),
+    "n_column_clusters_": ("integer", ()),
+    "row_k_trace": ("integer", ("n_row_iterations",)),
+    "column_k_trace": ("integer", ("n_column_iterations",)),
+    "row_k_values": ("integer", ("n_row_k_values",)),
+    "row_k_probabilities": ("float", ("n_row_k_values",)),
+    "column_k_values": ("integer", ("n_column_k_values",)),
+    "column_k_probabilities": ("float", ("n_column_k_values",)),
+}
+_DTYPE_KINDS = {"string": "U", "integer": "iu", "bool": "b", "float": "f"}
 
 
 class UserError(Exception):
@@ -167,6 +194,18 @@ def _estimator_options(parser):
     return tuple(parameters)
 
 
+def _dpi(text):
+    """argparse type of --dpi: an integer in PICTURE_DPI_RANGE (beyond it a picture takes gigabytes)."""
+    low, high = PICTURE_DPI_RANGE
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+    return value
+
+
 def build_parser():
     """The argparse parser of the ``conjoined`` command."""
     parser = argparse.ArgumentParser(
@@ -189,7 +228,11 @@ def build_parser():
         "(scipy.sparse), .h5ad (AnnData, read as genes x cells) or .mat",
     )
     fit.add_argument(
-        "-o", "--outdir", required=True, metavar="OUTDIR", help="results directory (must not exist)"
+        "-o",
+        "--outdir",
+        required=True,
+        metavar="OUTDIR",
+        help="results directory (must not exist; must not be, or hold, an input or the current directory)",
     )
     fit.add_argument(
         "--force", action="store_true", help="replace OUTDIR if it exists (once the fit is done)"
@@ -260,7 +303,13 @@ def build_parser():
     )
     plot.add_argument("outdir", metavar="OUTDIR")
     plot.add_argument("--format", default="png", choices=("png", "pdf", "svg"), help="picture format")
-    plot.add_argument("--dpi", type=int, default=PICTURE_DPI, help="resolution of .png pictures")
+    plot.add_argument(
+        "--dpi",
+        type=_dpi,
+        default=PICTURE_DPI,
+        help=f"resolution of .png pictures, {PICTURE_DPI_RANGE[0]} to {PICTURE_DPI_RANGE[1]} (default: "
+        f"{PICTURE_DPI})",
+    )
     plot.set_defaults(run=_run_plot)
     return parser
 
@@ -286,6 +335,11 @@ def _read_input(args):
         X = X.T.tocsr() if sp.issparse(X) else X.T
         row_names, column_names = column_names, row_names
     X = check_matrix(X, name=str(args.input), counts=True)
+    if min(X.shape) < 2:
+        raise UserError(
+            f"{args.input}: the matrix is {X.shape[0]} x {X.shape[1]}: too narrow to bicluster (CDP needs at "
+            "least 2 rows and 2 columns)"
+        )
     if X.sum() == 0:
         raise UserError(
             f"{args.input}: the matrix (shape {X.shape}) holds only zeros: there is nothing to bicluster"
@@ -367,6 +421,31 @@ def _save_model(path, model, row_names, column_names):
     np.savez_compressed(path, row_names=row_names, column_names=column_names, **arrays)
 
 
+def _check_model_layout(arrays, path):
+    """Raise UserError naming ``path`` unless ``arrays`` holds every array of _MODEL_LAYOUT, of its kind and
+    shape."""
+    missing = [name for name in _MODEL_LAYOUT if name not in arrays]
+    if missing:
+        raise UserError(f"{path}: not a model.npz written by 'conjoined fit' (missing {', '.join(missing)})")
+    sizes = {}
+    for name, (kind, dims) in _MODEL_LAYOUT.items():
+        array = arrays[name]
+        if array.dtype.kind not in _DTYPE_KINDS[kind] or array.ndim != len(dims):
+            raise UserError(
+                f"{path}: {name} is a {array.ndim}-d array of {array.dtype}, expected a {len(dims)}-d "
+                f"array of {kind} values; is the file damaged?"
+            )
+        for dim, size in zip(dims, array.shape):
+            if isinstance(dim, str):
+                sizes.setdefault(dim, size)
+        expected = tuple(dim if isinstance(dim, int) else sizes[dim] for dim in dims)
+        if array.shape != expected:
+            raise UserError(
+                f"{path}: {name} has shape {array.shape} where the other arrays give {expected}; is the file "
+                "damaged?"
+            )
+
+
 def _load_model(path):
     """The saved fit as an object with the attributes the plot functions read, plus row_names/column_names."""
     try:
@@ -374,9 +453,7 @@ def _load_model(path):
             arrays = {name: saved[name] for name in saved.files}
     except Exception as exc:  # noqa: BLE001 - any read failure is one line naming the file
         raise UserError(f"{path}: cannot read the saved fit ({type(exc).__name__}: {exc})") from None
-    missing = [name for name in _SAVED_ATTRIBUTES if name not in arrays]
-    if missing:
-        raise UserError(f"{path}: not a model.npz written by 'conjoined fit' (missing {', '.join(missing)})")
+    _check_model_layout(arrays, path)
     model = SimpleNamespace(**{name: arrays[name] for name in _SAVED_ATTRIBUTES})
     for side in ("row", "column"):
         setattr(model, f"n_{side}_clusters_", int(arrays[f"n_{side}_clusters_"]))
@@ -446,7 +523,8 @@ def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=P
         figure = drawers[name]()
         try:
             path = Path(outdir) / f"{name}.{fmt}"
-            figure.savefig(path, dpi=dpi)
+            with atomic_output_file(path) as temporary:  # a failed save leaves any previous picture whole
+                figure.savefig(temporary, dpi=dpi, format=fmt)
             paths.append(path)
         finally:
             plt.close(figure)
@@ -487,7 +565,8 @@ def _run_fit(args, argv):
         raise UserError("the pictures need matplotlib: pip install conjoined[plot], or pass --no-plots")
     X, row_names, column_names, source_format = _read_input(args)
     model = _estimator_from_args(args)
-    with atomic_output_dir(args.outdir, force=args.force) as staging:
+    inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
+    with atomic_output_dir(args.outdir, force=args.force, keep=inputs) as staging:
         model.fit(X)
         write_json(
             staging / "biclusters.json",
@@ -589,25 +668,13 @@ def _run_simulate(args, argv):
             for b, (row_mask, column_mask) in enumerate(zip(rows, columns))
         ],
     }
-    # both files are written under temporary names first, so a failure leaves neither half-written
-    staged = []
-    try:
-        for final, write in (
-            (
-                output,
-                lambda path: _write_matrix_file(path, output.suffix.lower(), X, row_names, column_names),
-            ),
-            (truth_path, lambda path: write_json(path, truth)),
-        ):
-            # the temporary name keeps the extension: numpy and scipy append one to names lacking it
-            temporary = final.with_name(f".{final.stem}.partial-{uuid.uuid4().hex[:12]}{final.suffix}")
-            staged.append((temporary, final))
-            write(temporary)
-        for temporary, final in staged:
-            os.replace(temporary, final)
-    finally:
-        for temporary, _ in staged:
-            temporary.unlink(missing_ok=True)
+    # Both files are written under temporary names first, and both final names are checked (not directories)
+    # before either is replaced, so a failure leaves neither half-written nor one without the other.
+    with contextlib.ExitStack() as stack:
+        matrix_temporary = stack.enter_context(atomic_output_file(output))
+        truth_temporary = stack.enter_context(atomic_output_file(truth_path))
+        _write_matrix_file(matrix_temporary, output.suffix.lower(), X, row_names, column_names)
+        write_json(truth_temporary, truth)
     print(
         f"case {args.case}: {X.shape[0]} x {X.shape[1]} matrix, {int(X.sum())} counts, {len(rows)} true "
         f"bicluster(s) -> {output}, {truth_path}"
@@ -641,8 +708,43 @@ def _run_demo(args, argv):
 # ---------------------------------------------------------------------------------------------------- score
 
 
+def _is_integer(value):
+    """True for a JSON integer (bool excluded)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _checked_indices(values, size, where):
+    """The JSON list ``values`` as an int64 array of indices in 0..size-1; ValueError naming ``where``."""
+    if not isinstance(values, list) or not all(_is_integer(value) for value in values):
+        raise ValueError(f"{where} must be a list of integers")
+    outside = [value for value in values if not 0 <= value < size]
+    if outside:
+        raise ValueError(f"{where}: index {outside[0]} is outside 0..{size - 1}")
+    return np.array(values, dtype=np.int64)
+
+
+def _bicluster_sets(content):
+    """``(shape, rows, columns)`` of a parsed biclusters/truth file: the matrix shape and, per bicluster, its row
+    and its column indices; ValueError naming the first problem."""
+    if not isinstance(content, dict) or "shape" not in content or "biclusters" not in content:
+        raise ValueError("not a biclusters/truth file (needs 'shape' and 'biclusters')")
+    shape = content["shape"]
+    if not (isinstance(shape, list) and len(shape) == 2 and all(_is_integer(n) and n >= 1 for n in shape)):
+        raise ValueError(f"'shape' must be a list of 2 integers >= 1, got {json.dumps(shape)[:60]}")
+    biclusters = content["biclusters"]
+    if not isinstance(biclusters, list) or not all(isinstance(b, dict) for b in biclusters):
+        raise ValueError("'biclusters' must be a list of objects")
+    rows, columns = [], []
+    for b, bicluster in enumerate(biclusters):
+        for key, size, sets in (("row_indices", shape[0], rows), ("column_indices", shape[1], columns)):
+            if key not in bicluster:
+                raise ValueError(f"bicluster {b} has no {key!r}")
+            sets.append(_checked_indices(bicluster[key], size, f"bicluster {b}: {key!r}"))
+    return tuple(shape), rows, columns
+
+
 def _read_bicluster_json(path, what):
-    """``((rows, columns), shape)`` as bool arrays from a biclusters.json or truth json."""
+    """``(shape, rows, columns, path)`` (see _bicluster_sets) of a biclusters.json (or its OUTDIR) or truth."""
     path = Path(path)
     if path.is_dir():
         path = path / "biclusters.json"
@@ -651,31 +753,41 @@ def _read_bicluster_json(path, what):
     try:
         with open(path, encoding="utf-8") as handle:
             content = json.load(handle)
-        n_rows, n_cols = (int(n) for n in content["shape"])
-        rows = np.zeros((len(content["biclusters"]), n_rows), dtype=bool)
-        columns = np.zeros((len(content["biclusters"]), n_cols), dtype=bool)
-        for b, bicluster in enumerate(content["biclusters"]):
-            rows[b, bicluster["row_indices"]] = True
-            columns[b, bicluster["column_indices"]] = True
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise UserError(f"{path}: cannot read as JSON ({type(exc).__name__}: {exc})") from None
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise UserError(
-            f"{path}: not a biclusters/truth file (needs 'shape' and 'biclusters' with 'row_indices' and "
-            f"'column_indices'; {type(exc).__name__}: {exc})"
-        ) from None
-    return (rows, columns), (n_rows, n_cols), path
+    try:
+        return (*_bicluster_sets(content), path)
+    except ValueError as exc:
+        raise UserError(f"{path}: {exc}") from None
+
+
+def _membership_masks(*index_sets):
+    """Bool masks, one (n_biclusters, n_used) array per list of index arrays, over the n_used indices any set
+    holds: Jaccard indices only count members, and the masks stay as small as the files whatever the matrix
+    shape."""
+    used = np.unique(np.concatenate([np.zeros(0, np.int64)] + [i for sets in index_sets for i in sets]))
+    masks = []
+    for sets in index_sets:
+        mask = np.zeros((len(sets), used.size), dtype=bool)
+        for b, indices in enumerate(sets):
+            mask[b, np.searchsorted(used, indices)] = True
+        masks.append(mask)
+    return masks
 
 
 def _run_score(args, argv):
-    found, found_shape, found_path = _read_bicluster_json(args.found, "the found biclusters")
-    truth, truth_shape, truth_path = _read_bicluster_json(args.truth, "the truth")
+    found_shape, found_rows, found_columns, found_path = _read_bicluster_json(
+        args.found, "the found biclusters"
+    )
+    truth_shape, truth_rows, truth_columns, truth_path = _read_bicluster_json(args.truth, "the truth")
     if found_shape != truth_shape:
         raise UserError(
             f"{found_path} is for a {found_shape} matrix but {truth_path} for a {truth_shape} one"
         )
-    score = jaccard_score(found, truth)
-    print(f"Jaccard score: {score:.4f} ({len(found[0])} found, {len(truth[0])} true bicluster(s))")
+    found_row_masks, truth_row_masks = _membership_masks(found_rows, truth_rows)
+    found_column_masks, truth_column_masks = _membership_masks(found_columns, truth_columns)
+    score = jaccard_score((found_row_masks, found_column_masks), (truth_row_masks, truth_column_masks))
+    print(f"Jaccard score: {score:.4f} ({len(found_rows)} found, {len(truth_rows)} true bicluster(s))")
     return 0
 
 
@@ -717,19 +829,42 @@ def _one_line(exc):
     return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip()) or type(exc).__name__
 
 
-def main(argv=None):
-    """Run the ``conjoined`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+def _dispatch(argv):
+    """Parse ``argv`` and run its subcommand; returns the exit status."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors (argparse has printed the message)
         return exc.code
+    with warnings.catch_warnings():
+        warnings.showwarning = _print_warning
+        return args.run(args, argv)
+
+
+def _stdout_closed():
+    """Exit status when stdout was closed early (``conjoined ... | head``): as after SIGPIPE, silently.
+
+    stdout is pointed at devnull so that Python's flush at exit does not fail again (the idiom of the Python
+    documentation, https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13  # SIGPIPE
+
+
+def main(argv=None):
+    """Run the ``conjoined`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _print_warning
-            return args.run(args, argv)
+        status = _dispatch(argv)
+        sys.stdout.flush()  # a closed stdout pipe shows here, not in Python's flush at exit
+        return status
+    except BrokenPipeError:
+        return _stdout_closed()
     except (UserError, ValueError, OSError, ImportError) as exc:
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except MemoryError as exc:
+        print(f"{PROG}: error: out of memory ({_one_line(exc)})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from numba import njit
 from sklearn.utils import Bunch
 
-from ._validation import check_int, check_positive
+from ._validation import check_bool, check_int, check_positive
 
 __all__ = ["CDP_CASES", "load_20news_w100", "make_biclusters_counts", "make_cdp_case", "make_marques_like"]
 
@@ -27,10 +27,10 @@ def _as_generator(random_state):
     """A ``numpy.random.Generator`` from None, an int, a RandomState or a Generator (same seed -> same stream)."""
     if isinstance(random_state, np.random.Generator):
         return random_state
-    if random_state is None or (
-        isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)
-    ):
-        return np.random.default_rng(random_state)
+    if random_state is None:
+        return np.random.default_rng()
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return np.random.default_rng(check_int(random_state, "random_state (the seed)"))
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(np.iinfo(np.int64).max, dtype=np.int64))
     raise ValueError(f"random_state must be None, an int, a RandomState or a Generator, got {random_state!r}")
@@ -88,6 +88,7 @@ def make_biclusters_counts(shape, blocks, n_tokens, p, random_state=None, shuffl
         raise ValueError(f"p must be in [0, 1], got {p!r}")
     if len(blocks) == 0:
         raise ValueError("blocks is empty; give at least one (row_index, col_index) pair")
+    shuffle = check_bool(shuffle, "shuffle")
     rng = _as_generator(random_state)
 
     rows = np.zeros((len(blocks), n_rows), dtype=bool)
@@ -124,7 +125,7 @@ def _inclusive(first, last):
     return slice(first - 1, last)
 
 
-#: The paper's four simulation cases (DESIGN.md section 5): case -> dict(shape, n_tokens, p, blocks), with blocks
+#: The paper's four simulation cases (its simulation table): case -> dict(shape, n_tokens, p, blocks), with blocks
 #: as 0-based slices of the table's 1-based inclusive ranges.
 CDP_CASES = {
     1: {"shape": (50, 50), "n_tokens": 4000, "p": 0.8, "blocks": [(_inclusive(1, 20), _inclusive(1, 20))]},
@@ -165,7 +166,7 @@ def make_cdp_case(case, random_state=None, shuffle=False):
 
     Returns ``(X, rows, columns)`` as :func:`make_biclusters_counts` does.
     """
-    if isinstance(case, bool) or case not in CDP_CASES:
+    if isinstance(case, bool) or not isinstance(case, numbers.Integral) or case not in CDP_CASES:
         raise ValueError(f"case must be one of {sorted(CDP_CASES)}, got {case!r}")
     spec = CDP_CASES[case]
     return make_biclusters_counts(

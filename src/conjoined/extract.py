@@ -2,7 +2,7 @@
 
 A bicluster is a (row topic k, column topic l) pair together with a set of rows and a set of columns. The rules:
 
-``"significance"`` (default; DESIGN.md sec 1, "Measured before building", point 3)
+``"significance"`` (default)
     Works on the row and column partitions (``row_labels``, ``column_labels``: the estimator's point estimates)
     and the counts themselves. A block (k, l), the rows labelled k times the columns labelled l, is heavy when
     its total ``O`` stands at least ``z_min`` Poisson standard deviations above ``E = rho0 |rows| |cols|``, where
@@ -33,7 +33,7 @@ A bicluster is a (row topic k, column topic l) pair together with a set of rows 
     different means nothing can pass (the larger mean is always below mean + sd); with equal means both pass.
     The authors' code also returns rows and columns swapped; that is not reproduced.
 ``"dt2b"``
-    DT2B's rule (Rugeles et al. 2017 as run by the CDP authors; DESIGN.md sec 4): each raw count matrix is
+    DT2B's rule (Rugeles et al. 2017 as run by the CDP authors): each raw count matrix is
     thresholded at its own mean plus sample standard deviation (over all its entries). Pair (k, l) is kept when
     ``n_kl`` passes the threshold of ``n_kl``; its rows are the rows i whose ``n_ik`` passes the threshold of the
     whole ``n_ik`` matrix, its columns likewise from ``n_jl``; ``strength = n_kl``. Kept pairs with no rows or no
@@ -43,7 +43,6 @@ A bicluster is a (row topic k, column topic l) pair together with a set of rows 
 
 from __future__ import annotations
 
-import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -596,8 +595,7 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
     X = sp.csr_matrix(X, dtype=np.float64)
     row_labels = _check_labels(row_labels, X.shape[0], "row_labels").astype(np.int64)
     column_labels = _check_labels(column_labels, X.shape[1], "column_labels").astype(np.int64)
-    z_min = None if z_min is None else _check_real(z_min, "z_min")
-    min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
+    z_min, min_size = check_thresholds(z_min, min_size)
     n_rounds = check_int(n_rounds, "n_rounds", minimum=0)
     rows, columns = _refined(X, row_labels, column_labels, z_min, min_size, n_rounds)
     merged_rows, merged_columns = _merge_clusters(X, rows, columns, z_min, min_size)
@@ -629,10 +627,12 @@ def _dt2b_rule(counts):
     return _assemble(row_sets, column_sets, n_kl >= _mean_plus_sd(n_kl), n_kl)
 
 
-def _check_real(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
+def check_thresholds(z_min, min_size):
+    """``(z_min, min_size)`` of the significance rule, checked: z_min None (its default level) or a number > 0,
+    min_size None (``DEFAULT_MIN_SIZE``) or an integer >= 1."""
+    z_min = None if z_min is None else check_positive(z_min, "z_min")
+    min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
+    return z_min, min_size
 
 
 def _check_counts(X, counts):
@@ -725,8 +725,7 @@ def extract_biclusters(
     if rule == "significance":
         row_labels = _check_labels(row_labels, X.shape[0], "row_labels")
         column_labels = _check_labels(column_labels, X.shape[1], "column_labels")
-        z_min = None if z_min is None else _check_real(z_min, "z_min")
-        min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
+        z_min, min_size = check_thresholds(z_min, min_size)
         return _significance_rule(X, row_labels, column_labels, z_min, min_size)
     if rule == "paper-code":
         if a_r is None or a_c is None:

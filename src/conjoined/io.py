@@ -15,6 +15,9 @@ import json
 import os
 import shutil
 import uuid
+import zlib
+from collections.abc import Collection, Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,7 +25,14 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-__all__ = ["LabeledMatrix", "atomic_output_dir", "read_matrix", "write_json", "write_table_csv"]
+__all__ = [
+    "LabeledMatrix",
+    "atomic_output_dir",
+    "atomic_output_file",
+    "read_matrix",
+    "write_json",
+    "write_table_csv",
+]
 
 _SUFFIXES = {
     ".csv": "csv",
@@ -85,10 +95,27 @@ def _read_name_file(path, *, field=0):
             lines = [line.rstrip("\r\n") for line in handle]
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read names ({_one_line(exc)})") from None
+    except (EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: cannot read names: the .gz file is truncated or corrupt ({exc})") from None
     while lines and not lines[-1]:
         lines.pop()
     fields = [line.split("\t") for line in lines]
     return _make_unique([parts[field] if len(parts) > field else parts[0] for parts in fields])
+
+
+def _name_sequence(names, what):
+    """``names`` (a list, tuple, array or pandas Index of str) as an array of str; TypeError otherwise."""
+    expected = f"{what}_names must be a names file (str or path) or a sequence of str"
+    if (
+        not isinstance(names, Collection)
+        or isinstance(names, (Mapping, AbstractSet, bytes, bytearray))
+        or getattr(names, "ndim", 1) != 1
+    ):
+        raise TypeError(f"{expected}, got {type(names).__name__}")
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"{expected}, got a {type(name).__name__} among the names: {name!r}")
+    return np.asarray(list(names), dtype=str)
 
 
 def _names_argument(names, expected, *, what, path):
@@ -99,7 +126,7 @@ def _names_argument(names, expected, *, what, path):
             raise FileNotFoundError(f"{names_path}: no such file (the {what} names for {path})")
         names = _read_name_file(names_path)
     else:
-        names = np.asarray([str(name) for name in names], dtype=str)
+        names = _name_sequence(names, what)
     if len(names) != expected:
         raise ValueError(f"{path}: {len(names)} {what} names given for a matrix with {expected} {what}s")
     return names
@@ -187,8 +214,12 @@ def _read_npz(path):
 
 
 def _non_integer_example(matrix):
-    """A non-integer stored value of ``matrix``, or None when every value is a whole number."""
+    """A finite non-integer stored value of ``matrix``, or None when every finite value is a whole number.
+
+    NaN and infinity are left to the matrix check, which reports them as non-finite values.
+    """
     values = matrix.data if sp.issparse(matrix) else np.asarray(matrix)
+    values = values[np.isfinite(values)]
     bad = values[values != np.round(values)]
     return None if bad.size == 0 else float(bad.flat[0])
 
@@ -297,7 +328,8 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
         MATLAB only.
     row_names, column_names : str, Path or sequence of str, optional
         Names replacing those of the file: a text file (``.gz`` allowed) with one name per line (first
-        tab-separated field), or the names themselves. Their count must match the matrix.
+        tab-separated field), or the names themselves (a list, tuple, array or pandas Index of str). Their count
+        must match the matrix.
 
     Returns
     -------
@@ -308,8 +340,11 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     FileNotFoundError
         ``path`` (or a names file) does not exist.
     ValueError
-        Unknown extension, a file that does not parse, an ambiguous or absent variable/layer, names of the wrong
-        length, or an AnnData matrix with non-integer values; the message names the file and the problem.
+        Unknown extension, a file that does not parse (a names file too, damaged ``.gz`` included), an ambiguous
+        or absent variable/layer, names of the wrong length, or an AnnData matrix with finite non-integer values;
+        the message names the file and the problem.
+    TypeError
+        ``row_names`` or ``column_names`` is neither a path nor a sequence of str.
     ImportError
         pandas (tables) or anndata (.h5ad) is not installed.
     """
@@ -341,8 +376,44 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     return LabeledMatrix(X, file_row_names, file_column_names, source_format)
 
 
+def _temporary_sibling(path, kind):
+    """A fresh hidden name beside ``path`` (``.stem.kind-xxxxxxxxxxxx.suffix``).
+
+    The extension is kept: numpy and scipy append one to names lacking it, and matplotlib picks the format by it.
+    """
+    path = Path(path)
+    return path.with_name(f".{path.stem}.{kind}-{uuid.uuid4().hex[:12]}{path.suffix}")
+
+
+def _entry_location(path):
+    """Where the directory entry ``path`` names: its folder resolved, its own name kept (a symlink stays itself,
+    as a rename moves the link, not its target)."""
+    absolute = Path(os.path.abspath(path))
+    return absolute.parent.resolve() / absolute.name if absolute.name else absolute
+
+
+def _check_replaceable_dir(path, keep):
+    """Raise ValueError when replacing the directory ``path`` would remove the current directory or a path of
+    ``keep``."""
+    if not os.fspath(path):
+        raise ValueError("the output directory name is empty")
+    target = _entry_location(path)
+    here = Path.cwd().resolve()
+    if target == here or target in here.parents:
+        raise ValueError(
+            f"{path}: the output directory must not be the current directory or a folder holding it"
+        )
+    for kept in keep:
+        for location in {_entry_location(kept), Path(kept).resolve()}:
+            if location == target or target in location.parents:
+                raise ValueError(
+                    f"{path}: the output directory must not be, or hold, the input {kept} (replacing it would "
+                    "delete the input); choose another output directory"
+                )
+
+
 @contextlib.contextmanager
-def atomic_output_dir(path, force=False):
+def atomic_output_dir(path, force=False, *, keep=()):
     """Write a results directory all at once: yield a temporary sibling directory, move it into place on success.
 
     Parameters
@@ -351,6 +422,9 @@ def atomic_output_dir(path, force=False):
         The final directory. Missing parent directories are created (and removed again on failure).
     force : bool
         Replace an existing ``path``, but only once the block has succeeded.
+    keep : iterable of str or Path
+        Paths that must survive, such as the input files: ``path`` must not be one of them or a folder holding
+        one (symlinks followed).
 
     Yields
     ------
@@ -359,12 +433,15 @@ def atomic_output_dir(path, force=False):
 
     Raises
     ------
+    ValueError
+        ``path`` is empty, is the current directory or a folder holding it, or is (or holds) a path of ``keep``.
     FileExistsError
-        ``path`` exists and ``force`` is False, raised before anything is written.
+        ``path`` exists and ``force`` is False.
 
-    If the block raises, the temporary directory (and any parent created for it) is removed and the exception
-    propagates; an existing ``path`` is left untouched.
+    Both are raised before anything is written. If the block raises, the temporary directory (and any parent
+    created for it) is removed and the exception propagates; an existing ``path`` is left untouched.
     """
+    _check_replaceable_dir(path, keep)
     path = Path(path)
     if (path.exists() or path.is_symlink()) and not force:
         raise FileExistsError(
@@ -377,12 +454,12 @@ def atomic_output_dir(path, force=False):
         created_parents.append(ancestor)
         ancestor = ancestor.parent
     parent.mkdir(parents=True, exist_ok=True)
-    staging = parent / f".{path.name}.partial-{uuid.uuid4().hex[:12]}"
+    staging = _temporary_sibling(parent / path.name, "partial")
     staging.mkdir()
     try:
         yield staging
         if path.exists() or path.is_symlink():
-            previous = parent / f".{path.name}.replaced-{uuid.uuid4().hex[:12]}"
+            previous = _temporary_sibling(parent / path.name, "replaced")
             os.replace(path, previous)
             try:
                 os.replace(staging, path)
@@ -416,11 +493,45 @@ def _json_default(value):
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+@contextlib.contextmanager
+def atomic_output_file(path):
+    """Write a file all at once: yield a temporary name beside ``path``, which replaces ``path`` on success.
+
+    The temporary name keeps the extension of ``path``. If the block raises, the temporary file is removed and
+    the exception propagates; an existing ``path`` is left untouched.
+
+    Raises
+    ------
+    IsADirectoryError
+        ``path`` is a directory (not a symlink to one), raised before the block runs.
+    """
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        raise IsADirectoryError(f"{path} is a directory: cannot replace it with a file")
+    temporary = _temporary_sibling(path, "partial")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
 def write_json(path, obj):
-    """Write ``obj`` as indented JSON (numpy scalars and arrays converted), ending with a newline."""
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(obj, handle, indent=2, default=_json_default)
-        handle.write("\n")
+    """Write ``obj`` as indented JSON (numpy scalars and arrays converted), ending with a newline, all at once.
+
+    Raises
+    ------
+    ValueError
+        ``obj`` holds NaN or infinity, which JSON cannot represent (nothing is written).
+    TypeError
+        ``obj`` holds a value with no JSON form (nothing is written).
+    """
+    try:
+        text = json.dumps(obj, indent=2, default=_json_default, allow_nan=False)
+    except ValueError as exc:
+        raise ValueError(f"{path}: cannot write as JSON ({exc})") from None
+    with atomic_output_file(path) as temporary:
+        temporary.write_text(text + "\n", encoding="utf-8")
 
 
 def write_table_csv(path, array, row_names=None, column_names=None):

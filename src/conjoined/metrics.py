@@ -18,10 +18,16 @@ def _check_biclusters(biclusters, name):
         rows, columns = biclusters
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a (rows, columns) pair of bool arrays") from None
-    rows = np.asarray(rows, dtype=bool)
-    columns = np.asarray(columns, dtype=bool)
+    rows = np.asarray(rows)
+    columns = np.asarray(columns)
     if rows.size == 0 and columns.size == 0:
         return np.zeros((0, 0), dtype=bool), np.zeros((0, 0), dtype=bool)
+    for what, array in (("rows", rows), ("columns", columns)):
+        if array.dtype != bool:
+            raise ValueError(
+                f"{name} {what} must be a bool array (True: member of the bicluster), got dtype {array.dtype}; "
+                "convert a 0/1 array with .astype(bool)"
+            )
     if rows.ndim != 2 or columns.ndim != 2 or rows.shape[0] != columns.shape[0]:
         raise ValueError(
             f"{name}: rows and columns must be 2-d with one line per bicluster, got shapes {rows.shape} and "

@@ -1,4 +1,4 @@
-"""Token reassignment: the dual-topic collapsed Gibbs sampler of CDP (DESIGN.md sec 1 step 3) and of DT2B.
+"""Token reassignment: the dual-topic collapsed Gibbs sampler of CDP (its third step) and of DT2B.
 
 Every unit count of a count matrix ``X`` is a *token* at its cell ``(i, j)``; each token carries a row topic ``k``
 (0..K_r-1) and a column topic ``l`` (0..K_c-1). With ``theta ~ Dirichlet(lam)`` over the K_r*K_c pairs and the
@@ -45,6 +45,7 @@ the cell counts), as int32 (4 bytes a token; one dtype keeps numba to a single c
 from __future__ import annotations
 
 import math
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -55,9 +56,35 @@ from sklearn.utils import check_random_state
 
 from ._validation import check_int, check_matrix, check_positive
 
-__all__ = ["TokenCounts", "collapsed_log_probability", "reassign_tokens"]
+__all__ = ["TokenCounts", "check_token_total", "collapsed_log_probability", "reassign_tokens"]
 
 _METHODS = ("gibbs", "paper-code")
+
+
+BYTES_PER_TOKEN = 4  # an int32 pair id (module docstring)
+MAX_TOKENS = 2**53  # beyond this, float64 counts no longer hold every integer
+
+
+def _physical_memory():
+    """Bytes of physical memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_token_total(total):
+    """Raise ValueError when a matrix holding ``total`` counts has more tokens than the reassignment can hold:
+    more than ``MAX_TOKENS``, or more than ``BYTES_PER_TOKEN`` bytes each fit in this machine's memory."""
+    total = float(total)
+    memory = _physical_memory()
+    if total > MAX_TOKENS or (memory is not None and total * BYTES_PER_TOKEN > memory):
+        available = f", and this machine has {memory / 2**30:.3g} GiB" if memory is not None else ""
+        raise ValueError(
+            f"X holds {total:.4g} counts in total: the token reassignment keeps {BYTES_PER_TOKEN} bytes per count "
+            f"({total * BYTES_PER_TOKEN / 2**30:.3g} GiB){available}; at most {MAX_TOKENS:.4g} counts are "
+            "supported. Counts this large are usually not raw counts (scaled or normalised data?)"
+        )
 _INITS = ("labels", "random")
 
 
@@ -490,6 +517,7 @@ def reassign_tokens(
     """
     X = check_matrix(X, name="X", counts=True)
     X = X if sp.issparse(X) else sp.csr_matrix(X)
+    check_token_total(X.sum())
     n_rows, n_cols = X.shape
     n_row_clusters = check_int(n_row_clusters, "n_row_clusters", minimum=1)
     n_column_clusters = check_int(n_column_clusters, "n_column_clusters", minimum=1)

@@ -17,6 +17,8 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -52,6 +54,39 @@ def prior_description(prior):
     """``repr(prior)`` with a digest of all its (fitted) attributes, which ``repr`` may not show."""
     attributes = sorted(vars(prior).items())
     return f"{prior!r} #{_digest([name for name, _ in attributes] + [value for _, value in attributes])[:16]}"
+
+
+def check_checkpoint_path(path):
+    """``path`` as given, after checking it names a file in an existing folder; ValueError naming it otherwise."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ValueError(f"checkpoint must be None or a file's path, got {path!r}")
+    if os.path.isdir(path):
+        raise ValueError(f"checkpoint {os.fspath(path)} is a folder; give the path of a file in it, e.g. "
+                         f"{os.path.join(path, 'dpmm.npz')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"checkpoint {os.fspath(path)}: the folder {folder} does not exist; create it or choose "
+                         "another checkpoint path")
+    return path
+
+
+def _read_arrays(path):
+    """Every array of the ``.npz`` file at ``path``, by name."""
+    file = np.load(path, allow_pickle=False)
+    if not isinstance(file, np.lib.npyio.NpzFile):
+        raise TypeError("it holds a single array, not the arrays of a checkpoint")
+    with file:
+        return {name: file[name] for name in file.files}
+
+
+def _checkpoint(arrays):
+    """The ``Checkpoint`` held by a file's arrays (KeyError, TypeError or ValueError if one is missing or garbled)."""
+    random_states = json.loads(str(arrays["random_states"]))
+    stats = SufficientStats(arrays["stats_n"], arrays["stats_s1"], arrays.get("stats_s2"))
+    traces = {key[len("trace_"):]: value for key, value in arrays.items() if key.startswith("trace_")}
+    return Checkpoint(int(arrays["iteration"]), DPMMState(stats, arrays["age"], arrays["random_sub"]),
+                      random_states["driver"], arrays["labels"], arrays["sublabels"], random_states["streams"],
+                      traces)
 
 
 class Checkpoint(NamedTuple):
@@ -120,29 +155,34 @@ class Checkpointer:
             raise
 
     def load(self):
-        """The ``Checkpoint`` at ``path``, or None if there is no file. ValueError if it belongs to another fit."""
+        """The ``Checkpoint`` at ``path``, or None if there is no file. ValueError if it belongs to another fit or
+        cannot be read."""
         if not os.path.exists(self.path):
             return None
+        with self._reading():
+            arrays = _read_arrays(self.path)
+        if not np.array_equal(arrays.get("format_version"), FORMAT_VERSION):
+            raise ValueError(f"{self.path} is not a DPMM checkpoint of format version {FORMAT_VERSION}")
+        with self._reading():
+            data_key = str(arrays["data_key"])
+            settings = dict(json.loads(str(arrays["settings"])))
+            checkpoint = _checkpoint(arrays)
+        if data_key != self.data_key:
+            raise ValueError(f"checkpoint {self.path} was written for different data; remove it or choose "
+                             "another checkpoint path")
+        self._check_settings(settings)
+        return checkpoint
+
+    @contextmanager
+    def _reading(self):
+        """Report any failure to read the file as one ValueError that names it."""
         try:
-            file = np.load(self.path, allow_pickle=False)
-        except (ValueError, OSError) as error:
-            raise ValueError(f"{self.path} is not a DPMM checkpoint ({error})") from error
-        if getattr(file, "files", None) is None:
-            raise ValueError(f"{self.path} is not a DPMM checkpoint (a single array)")
-        with file:
-            if "format_version" not in file or int(file["format_version"]) != FORMAT_VERSION:
-                raise ValueError(f"{self.path} is not a DPMM checkpoint of format version {FORMAT_VERSION}")
-            if str(file["data_key"]) != self.data_key:
-                raise ValueError(f"checkpoint {self.path} was written for different data; remove it or choose "
-                                 "another checkpoint path")
-            self._check_settings(json.loads(str(file["settings"])))
-            iteration = int(file["iteration"])
-            stats = SufficientStats(file["stats_n"], file["stats_s1"], file.get("stats_s2"))
-            random_states = json.loads(str(file["random_states"]))
-            traces = {key[len("trace_"):]: file[key] for key in file.files if key.startswith("trace_")}
-            return Checkpoint(iteration, DPMMState(stats, file["age"], file["random_sub"]),
-                              random_states["driver"], file["labels"], file["sublabels"],
-                              random_states["streams"], traces)
+            yield
+        except (OSError, EOFError, KeyError, TypeError, ValueError, zipfile.BadZipFile) as error:
+            raise ValueError(
+                f"checkpoint {self.path} is damaged or is not a DPMM checkpoint ({type(error).__name__}: {error}); "
+                "if an interrupted fit left it, delete it to start afresh, else choose another checkpoint path"
+            ) from error
 
     def _check_settings(self, saved):
         current = dict(self.settings)
@@ -164,12 +204,13 @@ class Checkpointer:
             return None
         if saved.labels.shape[0] != backend.n_points or len(saved.stream_states) != len(backend.rngs):
             raise ValueError(f"checkpoint {self.path} does not match the data's points or streams")
-        backend.labels = saved.labels.astype(np.int32)
-        backend.sublabels = saved.sublabels.astype(np.int8)
-        for stream, state in zip(backend.rngs, saved.stream_states):
-            stream.bit_generator.state = state
-        rng.bit_generator.state = saved.rng_state
-        for name, trace in traces.items():
-            if trace is not None:
-                trace[:saved.iteration] = saved.traces[name]
+        with self._reading():
+            backend.labels = saved.labels.astype(np.int32)
+            backend.sublabels = saved.sublabels.astype(np.int8)
+            for stream, state in zip(backend.rngs, saved.stream_states):
+                stream.bit_generator.state = state
+            rng.bit_generator.state = saved.rng_state
+            for name, trace in traces.items():
+                if trace is not None:
+                    trace[:saved.iteration] = saved.traces[name]
         return saved.iteration, saved.state

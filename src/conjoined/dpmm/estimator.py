@@ -15,12 +15,12 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._progress import progress_bar
-from .._validation import check_int, check_matrix, check_positive
+from .._validation import check_bool, check_int, check_matrix, check_positive
 from . import kernels, sampler
 from .backends import LocalBackend
-from .checkpoint import Checkpointer, data_digest, prior_description
-from .priors import CountPrior, NormalInverseWishart, default_prior
+from .checkpoint import Checkpointer, check_checkpoint_path, data_digest, prior_description
 from .point_moves import point_moves
+from .priors import CountPrior, NormalInverseWishart, default_prior
 from .sams import sams_move
 
 # Collapsed Gibbs updates of single random points per iteration after warm-up (``point_moves.py``).
@@ -49,12 +49,13 @@ def resolve_n_jobs(n_jobs):
     available = numba.config.NUMBA_NUM_THREADS
     if n_jobs is None:
         return available
-    n_jobs = int(n_jobs)
-    if n_jobs == 0:
-        raise ValueError("n_jobs must be a non-zero integer or None")
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
+        raise ValueError(
+            f"n_jobs must be None or a non-zero integer (-1: every core, -2: all but one, ...), got {n_jobs!r}"
+        )
     if n_jobs < 0:
-        return max(1, available + 1 + n_jobs)
-    return min(n_jobs, available)
+        return max(1, available + 1 + int(n_jobs))
+    return min(int(n_jobs), available)
 
 
 BACKENDS = ("local", "dask")
@@ -115,7 +116,7 @@ class DPMM(ClusterMixin, BaseEstimator):
     random_state : None, int, RandomState or Generator
         Same value, same result, whatever ``n_jobs``.
     n_jobs : int or None, default=None
-        Threads of the data pass; None uses every core.
+        Threads of the data pass; None or -1 uses every core, -2 all but one, and so on.
     verbose : bool, default=False
         Progress bar on stderr.
     store_labels : bool, default=True
@@ -154,7 +155,7 @@ class DPMM(ClusterMixin, BaseEstimator):
     labels_trace_ : (n_iter, n_samples) int32 or None, labels after each iteration.
     warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.
-    log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration (DESIGN.md section 2).
+    log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration.
     n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration.
     time_trace_ : (n_iter,) seconds spent in each iteration.
     prior_ : the prior used, with data-based defaults filled in.
@@ -210,6 +211,10 @@ class DPMM(ClusterMixin, BaseEstimator):
             n_shards=check_int(self.n_shards, "n_shards", minimum=1),
         )
         checkpoint_every = check_int(self.checkpoint_every, "checkpoint_every", minimum=1)
+        checkpoint = None if self.checkpoint is None else check_checkpoint_path(self.checkpoint)
+        n_threads = resolve_n_jobs(self.n_jobs)
+        check_bool(self.verbose, "verbose")
+        store_labels = check_bool(self.store_labels, "store_labels")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.backend == "local" and (self.client is not None or self.address is not None):
@@ -220,15 +225,14 @@ class DPMM(ClusterMixin, BaseEstimator):
         n = data.shape[0]
         if settings.init_clusters > n:
             raise ValueError(f"init_clusters={settings.init_clusters} is larger than the number of points ({n})")
-        n_threads = resolve_n_jobs(self.n_jobs)
 
         seeds = seed_sequence(self.random_state)
         checkpointer = None
-        if self.checkpoint is not None:
+        if checkpoint is not None:
             seed = None if self.random_state is None else [seeds.entropy, list(seeds.spawn_key)]
             checkpointer = Checkpointer(
-                self.checkpoint, checkpoint_every, data_digest(data),
-                dict(settings._asdict(), prior=prior_description(prior), store_labels=bool(self.store_labels),
+                checkpoint, checkpoint_every, data_digest(data),
+                dict(settings._asdict(), prior=prior_description(prior), store_labels=store_labels,
                      seed=seed),
             )
         driver_seed, shard_seed = seeds.spawn(2)

@@ -23,6 +23,9 @@ from scipy.special import gammaln
 from .._validation import check_positive
 from . import kernels
 
+# Largest |X| the Gaussian kernels take: they compute in float32, and X - mean must not overflow.
+FLOAT32_LIMIT = float(np.finfo(np.float32).max) / 2
+
 
 class SufficientStats(NamedTuple):
     """Sufficient statistics of a batch of clusters (leading shape ``B``, e.g. (K,) or (K, 2)).
@@ -84,7 +87,9 @@ class CountPrior:
             raise ValueError(f"{type(self).__name__} prior needs integer counts; X has non-integer values")
 
     def fitted(self, X):
-        """A copy with data-based defaults filled in (see each prior's docstring)."""
+        """A copy with data-based defaults filled in (see each prior's docstring); ValueError if X is all zeros."""
+        if not np.any(X.data if sp.issparse(X) else X):
+            raise ValueError(f"X is all zeros: the {type(self).__name__} prior has no counts to cluster by")
         return self
 
     def log_marginal(self, stats):
@@ -105,7 +110,8 @@ class Multinomial(CountPrior):
     suits documents and cells whose totals are nuisance (length, library size).
 
     log m(X_k) = lgamma(d beta) - lgamma(d beta + n..) + sum_f [lgamma(beta + n_f) - lgamma(beta)]
-    (the multinomial coefficients cancel in every ratio between partitions).
+    (the multinomial coefficients cancel in every ratio between partitions). An all-zero row has no proportions:
+    it is as likely in every cluster, so ``fit`` refuses it.
     """
 
     def __init__(self, beta=1.0):
@@ -115,7 +121,18 @@ class Multinomial(CountPrior):
         return f"Multinomial(beta={self.beta!r})"
 
     def fitted(self, X):
-        check_positive(self.beta, "Multinomial beta")
+        """Self, after checking beta and that no row of X is all zeros (ValueError naming the first)."""
+        beta = check_positive(self.beta, "Multinomial beta")
+        if not np.isfinite(beta * X.shape[1]):
+            raise ValueError(f"Multinomial beta={beta!r} is too large: beta x {X.shape[1]} features overflows")
+        super().fitted(X)
+        empty = np.flatnonzero(np.asarray(X.sum(axis=1)).ravel() == 0)
+        if empty.size:
+            raise ValueError(
+                f"X row {empty[0]} is all zeros ({empty.size} such row(s)): under the Multinomial prior it is as "
+                "likely in every cluster, so its cluster would be arbitrary; remove all-zero rows or use the "
+                "PoissonGamma prior"
+            )
         return self
 
     def posterior(self, stats):
@@ -159,13 +176,11 @@ class PoissonGamma(CountPrior):
 
     def fitted(self, X):
         check_positive(self.shape, "PoissonGamma shape")
+        super().fitted(X)
         if self.rate is not None:
             check_positive(self.rate, "PoissonGamma rate")
             return self
-        total = float(X.sum())
-        mean = total / (X.shape[0] * X.shape[1])
-        if mean <= 0:
-            raise ValueError("PoissonGamma prior with rate=None needs data with at least one non-zero count")
+        mean = float(X.sum()) / (X.shape[0] * X.shape[1])
         return PoissonGamma(shape=self.shape, rate=float(self.shape) / mean)
 
     def posterior(self, stats):
@@ -195,11 +210,11 @@ class NormalInverseWishart:
     """Gaussian likelihood with unknown mean and full covariance, Normal-Inverse-Wishart prior.
 
     Sigma ~ IW(nu, psi), mu | Sigma ~ N(mean, Sigma / kappa). Data-based defaults (``None``): ``mean`` = the data
-    mean, ``nu`` = d + 3 and ``psi`` = (nu - d - 1) * 0.1 * v * I with v the data's mean per-feature variance: a
-    prior expected cluster covariance that is isotropic and a tenth of the data's spread, weak enough (nu - d = 3)
-    that a few dozen points override it. A psi proportional to the data covariance would be wrong: the covariance
-    of a mixture is inflated exactly along the directions that separate its clusters. ``kappa`` = 0.01 keeps the
-    prior on each cluster's mean weak, so that one point is enough to locate a cluster.
+    mean, ``nu`` = d + 3 and ``psi`` = (nu - d - 1) * 0.1 * v * I with v the data's mean per-feature variance (1 if
+    that is 0): a prior expected cluster covariance that is isotropic and a tenth of the data's spread, weak enough
+    (nu - d = 3) that a few dozen points override it. A psi proportional to the data covariance would be wrong: the
+    covariance of a mixture is inflated exactly along the directions that separate its clusters. ``kappa`` = 0.01
+    keeps the prior on each cluster's mean weak, so that one point is enough to locate a cluster.
     """
 
     kind = "gaussian"
@@ -216,28 +231,35 @@ class NormalInverseWishart:
     def check_data(self, X):
         if sp.issparse(X):
             raise ValueError("NormalInverseWishart prior needs dense data; got a sparse matrix")
+        largest = max(float(X.max()), -float(X.min()))
+        if largest > FLOAT32_LIMIT:
+            raise ValueError(
+                f"X has values up to {largest:.3g} in absolute value, beyond what the NormalInverseWishart prior's "
+                f"likelihood kernels (float32) can hold (about {FLOAT32_LIMIT:.1e}); rescale X, e.g. standardise "
+                "its columns"
+            )
 
     def fitted(self, X):
-        check_positive(self.kappa, "NormalInverseWishart kappa")
+        """A copy with the data-based defaults filled in; ValueError naming any invalid hyper-parameter."""
+        kappa = check_positive(self.kappa, "NormalInverseWishart kappa")
         d = X.shape[1]
-        mean = X.mean(axis=0) if self.mean is None else np.asarray(self.mean, dtype=np.float64)
-        if mean.shape != (d,):
-            raise ValueError(f"NormalInverseWishart mean must have shape ({d},), got {mean.shape}")
-        nu = d + 3.0 if self.nu is None else float(self.nu)
+        mean = X.mean(axis=0) if self.mean is None else _real_array(self.mean, "mean", (d,))
+        nu = d + 3.0 if self.nu is None else check_positive(self.nu, "NormalInverseWishart nu")
         if not nu > d - 1:
             raise ValueError(f"NormalInverseWishart nu must be > d - 1 = {d - 1}, got {nu}")
         if self.psi is None:
             variance = float(X.var(axis=0).mean()) if X.shape[0] > 1 else 1.0
-            psi = max(nu - d - 1.0, 1.0) * max(variance, 1e-12) * 0.1 * np.eye(d)
+            psi = max(nu - d - 1.0, 1.0) * (variance if variance > 0 else 1.0) * 0.1 * np.eye(d)
         else:
-            psi = np.asarray(self.psi, dtype=np.float64)
-        if psi.shape != (d, d):
-            raise ValueError(f"NormalInverseWishart psi must have shape ({d}, {d}), got {psi.shape}")
+            psi = _real_array(self.psi, "psi", (d, d))
+        if np.abs(psi - psi.T).max() > 1e-10 * np.abs(psi).max():
+            raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not symmetric")
         try:
             np.linalg.cholesky(psi)
         except np.linalg.LinAlgError:
-            raise ValueError("NormalInverseWishart psi must be symmetric positive definite") from None
-        return NormalInverseWishart(kappa=float(self.kappa), mean=mean, nu=nu, psi=psi)
+            raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not positive "
+                             "definite") from None
+        return NormalInverseWishart(kappa=kappa, mean=mean, nu=nu, psi=psi)
 
     def posterior(self, stats):
         """``(kappa_n, mean_n, nu_n, psi_n)`` with batch shape; psi_n from the centred scatter."""
@@ -301,6 +323,21 @@ class NormalInverseWishart:
         lower = np.linalg.cholesky(np.linalg.inv(params["covariance"]))
         chol_prec = np.swapaxes(lower, -1, -2)
         return params["mean"], chol_prec, np.log(np.diagonal(chol_prec, axis1=-2, axis2=-1)).sum(axis=-1)
+
+
+def _real_array(value, name, shape):
+    """``value`` as a finite float64 array of ``shape``; ValueError naming the NormalInverseWishart ``name``."""
+    try:
+        array = np.asarray(value)
+    except ValueError as error:  # ragged nested sequences
+        raise ValueError(f"NormalInverseWishart {name} must be an array of shape {shape}: {error}") from None
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"NormalInverseWishart {name} must hold real numbers, got dtype {array.dtype}")
+    if array.shape != shape:
+        raise ValueError(f"NormalInverseWishart {name} must have shape {shape}, got {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"NormalInverseWishart {name} must be finite; it holds NaN or inf")
+    return array.astype(np.float64)
 
 
 def log_multigamma(a, d):
