@@ -103,12 +103,12 @@ def test_the_papers_pipeline_runs_as_an_option():
     (np.ones((3, 3)), {"refine": "yes"}, "refine"),
     (np.ones((3, 3)), {"verbose": "no"}, "verbose"),
     (np.ones((3, 3)), {"n_jobs": True}, "n_jobs"),
-    (np.ones((3, 3)), {"z_min": 0}, "z_min"),
     (np.ones((3, 3)), {"z_min": -5.0}, "z_min"),
     (np.ones((3, 3)), {"z_min": "3"}, "z_min"),
     (np.ones((3, 3)), {"min_size": 0}, "min_size"),
     (np.ones((3, 3)), {"extraction": "paper-code", "min_size": -4}, "min_size"),
     (np.ones((3, 3)), {"checkpoint": ""}, "checkpoint"),
+    (np.ones((3, 3)), {"checkpoint": __file__}, "checkpoint"),
     (sp.csr_matrix(np.ones((3, 3)) + 3j), {}, "[Cc]omplex"),
     # stored entries 5 and -2 in one cell: summing them first would hide the negative count
     (sp.coo_matrix(([5.0, -2.0, 3.0, 4.0], ([0, 0, 1, 2], [0, 0, 1, 2])), shape=(3, 3)), {}, "negative"),

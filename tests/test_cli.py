@@ -696,6 +696,18 @@ def test_stdout_closed_after_a_fit_is_not_reported_as_a_failure(unbuffered, refe
     assert all((tmp_path / "out" / name).is_file() for name in FIT_FILES)
 
 
+def test_a_pipe_broken_during_the_fit_is_an_error(reference, tmp_path, capsys, monkeypatch):
+    """A BrokenPipeError from elsewhere (a worker's connection) is a failure, not a closed stdout."""
+
+    def broken(self, X, y=None):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "fit", broken)
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "out", *FAST], capsys)
+    assert status == 2 and "Broken pipe" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_demo_runs_cdp_on_a_builtin_case_and_prints_the_score(capsys):
     assert main(["demo", "--case", "1", "--seed", "0", "--quiet"]) == 0
     out = capsys.readouterr().out

@@ -151,7 +151,7 @@ def test_bad_case(case):
         make_cdp_case(case)
 
 
-@pytest.mark.parametrize("shuffle", ["yes", None, 1])
+@pytest.mark.parametrize("shuffle", ["yes", None, 2])
 def test_shuffle_must_be_bool(shuffle):
     with pytest.raises(ValueError, match="shuffle must be True or False"):
         make_cdp_case(1, random_state=0, shuffle=shuffle)

@@ -335,11 +335,10 @@ def test_log_dirichlet_is_finite_for_tiny_concentrations():
     (sp.csr_matrix(np.array([[0.5, 0.0], [0.0, -1.0]])), {}, "sparse"),
     (np.ones((4, 2)), {"n_jobs": True}, "n_jobs must be None or a non-zero integer"),
     (np.ones((4, 2)), {"n_jobs": "x"}, "n_jobs must be None or a non-zero integer"),
-    (np.ones((4, 2)), {"verbose": "no"}, "verbose must be True or False"),
+    (np.ones((4, 2)), {"verbose": "no"}, r"verbose \(True, False or a level >= 0\)"),
     (np.ones((4, 2)), {"store_labels": "no"}, "store_labels must be True or False"),
     (np.zeros((5, 3)), {}, "X is all zeros"),
     (np.zeros((5, 3)), {"prior": conjoined.PoissonGamma(rate=1.0)}, "X is all zeros"),
-    (np.array([[1, 2], [0, 0], [3, 1]]), {}, "X row 1 is all zeros"),
     (np.ones((4, 2)), {"prior": conjoined.Multinomial(beta=1e308)}, "Multinomial beta"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(mean=[np.nan, 0.0, 0.0])}, "mean must be finite"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi=np.full((3, 3), np.nan))}, "psi must be finite"),
@@ -353,11 +352,19 @@ def test_bad_input_is_named(X, params, message):
         conjoined.DPMM(**params).fit(X)
 
 
-def test_poisson_gamma_accepts_all_zero_rows():
+@pytest.mark.parametrize("prior", [conjoined.PoissonGamma(), conjoined.Multinomial()])
+def test_all_zero_rows_are_accepted(prior):
+    # PoissonGamma: a low rate, informative; Multinomial: as likely in every cluster, placed by the DP prior
     X = np.random.default_rng(0).poisson(3.0, size=(30, 5))
-    X[[4, 9]] = 0  # a low rate: informative under independent Poisson counts
-    model = conjoined.DPMM(prior=conjoined.PoissonGamma(), n_iter=5, random_state=0).fit(X)
-    assert model.labels_.shape == (30,)
+    X[[4, 9]] = 0
+    model = conjoined.DPMM(prior=prior, n_iter=5, random_state=0).fit(X)
+    assert model.labels_.shape == (30,) and (model.labels_ >= 0).all()
+
+
+@pytest.mark.parametrize("verbose", [0, 1, 2, False, np.True_])
+def test_verbose_takes_bools_and_levels(verbose):
+    X = np.random.default_rng(0).poisson(3.0, size=(20, 4))
+    assert conjoined.DPMM(n_iter=3, verbose=verbose, random_state=0).fit(X).labels_.shape == (20,)
 
 
 def test_gaussian_data_of_small_scale_is_clustered_as_at_unit_scale():

@@ -396,7 +396,7 @@ def test_dt2b_rule_by_hand():
         ({"row_labels": LABELS[:3], "column_labels": LABELS}, "row_labels must be an integer array of shape"),
         ({"row_labels": LABELS, "column_labels": LABELS, "min_size": 0}, "min_size must be an integer >= 1"),
         ({"row_labels": LABELS, "column_labels": LABELS, "z_min": "high"}, "z_min must be a finite number"),
-        ({"row_labels": LABELS, "column_labels": LABELS, "z_min": 0.0}, "z_min must be > 0"),
+        ({"row_labels": LABELS, "column_labels": LABELS, "z_min": -1.0}, "z_min must be >= 0"),
     ],
 )
 def test_bad_arguments_raise(kwargs, message):

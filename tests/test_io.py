@@ -90,20 +90,24 @@ def test_names_of_wrong_length(tmp_path, counts):
 
 @pytest.mark.parametrize(
     "names",
-    [5, {"gene0", "gene1"}, (f"gene{i}" for i in range(5)), np.array([list("abcde")]), list(range(5))],
-    ids=["int", "set", "generator", "2-d array", "ints"],
+    [5, {"gene0", "gene1"}, np.array([list("abcde")]), [None] * 5, [b"gene"] * 5],
+    ids=["int", "set", "2-d array", "None", "bytes"],
 )
 def test_names_of_the_wrong_type(tmp_path, counts, names):
     sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(counts[0]))
-    with pytest.raises(TypeError, match="row_names must be a names file .* or a sequence of str, got"):
+    with pytest.raises(TypeError, match="row_names must be a names file .* or a sequence of names"):
         read_matrix(tmp_path / "m.npz", row_names=names)
 
 
-def test_names_as_a_tuple_or_an_index(tmp_path, counts):
+def test_names_as_a_tuple_an_index_numbers_or_a_generator(tmp_path, counts):
     X, genes, cells = counts
     sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(X))
     result = read_matrix(tmp_path / "m.npz", row_names=tuple(genes), column_names=pd.Index(cells))
     np.testing.assert_array_equal(result.row_names, genes)
+    np.testing.assert_array_equal(result.column_names, cells)
+    result = read_matrix(tmp_path / "m.npz", row_names=range(len(genes)),
+                         column_names=(name for name in cells))
+    np.testing.assert_array_equal(result.row_names, [str(i) for i in range(len(genes))])
     np.testing.assert_array_equal(result.column_names, cells)
 
 
@@ -391,6 +395,8 @@ def test_atomic_output_file(tmp_path):
         tmp_path / "folder.png"
     ):
         pytest.fail("the block must not run")
+    with pytest.raises(FileNotFoundError, match=r"x\.json: its folder .*nodir does not exist"):
+        write_json(tmp_path / "nodir" / "x.json", {})
 
 
 def test_write_table_csv_round_trip(tmp_path):

@@ -125,10 +125,17 @@ def test_bad_input():
         jaccard_score(np.ones((3, 4), bool), truth)
 
 
-@pytest.mark.parametrize("rows", [np.full((1, 4), np.nan), np.full((1, 4), -1), np.full((1, 4), "yes"), np.ones((1, 4))])
-def test_biclusters_must_be_bool(rows):
+@pytest.mark.parametrize("rows", [np.full((1, 4), np.nan), np.full((1, 4), -1), np.full((1, 4), 2),
+                                  np.full((1, 4), "yes"), np.ones((1, 4))])
+def test_biclusters_must_be_bool_or_0_1(rows):
     truth = _biclusters(4, 3, [([0], [0])])
-    with pytest.raises(ValueError, match="found rows must be a bool array"):
+    with pytest.raises(ValueError, match=r"found rows must be a bool \(or 0/1\) array"):
         jaccard_score((rows, truth[1]), truth)
-    with pytest.raises(ValueError, match="truth rows must be a bool array"):
+    with pytest.raises(ValueError, match=r"truth rows must be a bool \(or 0/1\) array"):
         recovery_score(truth, (rows, truth[1]))
+
+
+def test_0_1_integer_masks_score_as_bool():
+    truth = _biclusters(4, 3, [([0, 1], [0])])
+    as_int = (truth[0].astype(np.int64), truth[1].astype(np.uint8))
+    assert jaccard_score(as_int, truth) == 1.0

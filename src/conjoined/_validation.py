@@ -28,7 +28,7 @@ def _describe_position(X, mask_fn):
 def _check_not_text(values, name):
     """TypeError when ``values`` holds text: numpy would read "1" as 1.0 and hide a table read as strings."""
     if values.dtype.kind in "US" or (
-        values.dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in values.ravel())
+        values.dtype.kind == "O" and not {str, bytes}.isdisjoint(map(type, values.ravel()))
     ):
         raise TypeError(f"{name} holds text, not numbers (dtype {values.dtype})")
 
@@ -59,12 +59,12 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
             raise ValueError(f"{name} must be 2-dimensional, got a sparse array with {X.ndim} dimensions")
         if np.iscomplexobj(X):
             raise ValueError(f"Complex data not supported: {name} has complex values")
-        # The checks read the entries as stored: summing duplicates first could hide a negative entry.
+        # Negative counts are looked for among the entries as stored: summing duplicates could hide one.
         stored = X if X.format in ("csr", "csc", "coo", "bsr") else X.tocoo()
-        values = np.asarray(stored.data, dtype=dtype)
         out = sp.csr_matrix(X, dtype=dtype, copy=True)
         out.sum_duplicates()
         out.eliminate_zeros()
+        values = out.data
     else:
         if X is None:
             raise ValueError(f"{name} is None; expected a 2-d array")
@@ -72,7 +72,10 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
             raise ValueError(f"Complex data not supported: {name} has complex values")
         try:
             raw = np.asarray(X)
-            _check_not_text(raw, name)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be numeric: {exc}") from None
+        _check_not_text(raw, name)
+        try:
             out = np.array(raw, dtype=dtype, order="C", copy=True)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{name} must be numeric: {exc}") from None
@@ -93,17 +96,17 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
     if n_cols < min_cols:
         raise ValueError(f"{name} has {n_cols} column(s) ({n_cols} feature(s)); at least {min_cols} are required")
     if not np.all(np.isfinite(values)):
-        pos = _describe_position(stored, lambda v: ~np.isfinite(v))
+        pos = _describe_position(out, lambda v: ~np.isfinite(v))
         raise ValueError(f"{name} contains non-finite values (NaN or inf), first at (row, col) = {pos}")
     if counts:
-        if np.any(values < 0):
+        if np.any(np.asarray(stored.data) < 0):
             pos = _describe_position(stored, lambda v: v < 0)
             raise ValueError(
                 f"{name} contains negative values (Negative values in data), first at (row, col) = {pos}; "
                 "counts must be >= 0"
             )
         if np.any(values != np.round(values)):
-            pos = _describe_position(stored, lambda v: v != np.round(v))
+            pos = _describe_position(out, lambda v: v != np.round(v))
             raise ValueError(
                 f"{name} contains non-integer values, first at (row, col) = {pos}; counts must be whole numbers"
             )
@@ -133,7 +136,14 @@ def check_int(value, name, *, minimum=0):
 
 
 def check_bool(value, name):
-    """Raise ValueError unless ``value`` is True or False (a numpy bool included)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")  # noqa: TRY004 - ValueError as in check_int
+    """``value`` as a bool; ValueError unless it is True or False (a numpy bool, 0 or 1 included)."""
+    if not (isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1))):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def check_verbose(value):
+    """``verbose`` as a bool: True or False, or a non-negative integer level as in scikit-learn (0: quiet)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return check_int(value, "verbose (True, False or a level >= 0)") > 0

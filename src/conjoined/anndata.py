@@ -131,8 +131,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         Prefix of every key written.
     copy : bool, default=False
         Work on (and return) a copy instead of writing into ``adata``.
-    use_raw : bool, default=False
-        Use ``adata.raw.X`` restricted to ``adata.var_names``.
+    use_raw : bool or None, default=False
+        Use ``adata.raw.X`` restricted to ``adata.var_names`` (None: False).
     **params
         Parameters of :class:`conjoined.CDP` (``row_*`` is the gene side, ``column_*`` the cell side), e.g.
         ``row_alpha=10, column_likelihood="multinomial", n_iter=500, random_state=0``.
@@ -172,7 +172,7 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         raise TypeError(f"adata must be an anndata.AnnData, got {type(adata).__name__}")
     _check_key(key_added)
     copy = check_bool(copy, "copy")
-    use_raw = check_bool(use_raw, "use_raw")
+    use_raw = False if use_raw is None else check_bool(use_raw, "use_raw")
     matrix, where = _counts_source(adata, layer, use_raw)
     _check_counts(matrix, where, adata)
     _check_size(matrix, where)

@@ -29,7 +29,7 @@ from sklearn.base import BaseEstimator, BiclusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._progress import progress_bar
-from ._validation import check_bool, check_int, check_matrix, check_positive
+from ._validation import check_bool, check_int, check_matrix, check_positive, check_verbose
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.estimator import resolve_n_jobs, seed_sequence
 from .extract import check_thresholds, extract_biclusters, refine_partition, topic_parameters
@@ -218,11 +218,12 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         check_int(self.n_reassign, "n_reassign", minimum=0)
         check_thresholds(self.z_min, self.min_size)
         check_bool(self.refine, "refine")
-        check_bool(self.verbose, "verbose")
+        check_verbose(self.verbose)
         resolve_n_jobs(self.n_jobs)
         if self.checkpoint is not None and not (isinstance(self.checkpoint, (str, os.PathLike))
-                                                and os.fspath(self.checkpoint)):
-            raise ValueError(f"checkpoint must be None or a folder's path, got {self.checkpoint!r}")
+                                                and os.fspath(self.checkpoint)
+                                                and not os.path.isfile(self.checkpoint)):
+            raise ValueError(f"checkpoint must be None or a folder's path (not a file), got {self.checkpoint!r}")
         for name, allowed in (("row_likelihood", LIKELIHOODS), ("column_likelihood", LIKELIHOODS),
                               ("mode", MODES), ("reassign_method", ("gibbs", "paper-code")),
                               ("extraction", ("significance", "paper-code"))):

@@ -44,6 +44,7 @@ import importlib.util
 import inspect
 import json
 import os
+import select
 import sys
 import warnings
 from pathlib import Path
@@ -669,7 +670,7 @@ def _run_simulate(args, argv):
         ],
     }
     # Both files are written under temporary names first, and both final names are checked (not directories)
-    # before either is replaced, so a failure leaves neither half-written nor one without the other.
+    # before either is replaced: a failed write leaves neither file half-written or replaced.
     with contextlib.ExitStack() as stack:
         matrix_temporary = stack.enter_context(atomic_output_file(output))
         truth_temporary = stack.enter_context(atomic_output_file(truth_path))
@@ -840,6 +841,19 @@ def _dispatch(argv):
         return args.run(args, argv)
 
 
+def _stdout_is_closed_pipe():
+    """True when stdout is a pipe whose reader has gone (poll reports an error on it); True where poll is not
+    available, as the likeliest case."""
+    if not hasattr(select, "poll"):
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):  # stdout replaced by an object without a file descriptor
+        return False
+
+
 def _stdout_closed():
     """Exit status when stdout was closed early (``conjoined ... | head``): as after SIGPIPE, silently.
 
@@ -858,8 +872,11 @@ def main(argv=None):
         status = _dispatch(argv)
         sys.stdout.flush()  # a closed stdout pipe shows here, not in Python's flush at exit
         return status
-    except BrokenPipeError:
-        return _stdout_closed()
+    except BrokenPipeError as exc:
+        if _stdout_is_closed_pipe():
+            return _stdout_closed()
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)  # another pipe broke (a worker, a subprocess)
+        return 2
     except (UserError, ValueError, OSError, ImportError) as exc:
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
         return 2

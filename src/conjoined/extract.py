@@ -628,9 +628,9 @@ def _dt2b_rule(counts):
 
 
 def check_thresholds(z_min, min_size):
-    """``(z_min, min_size)`` of the significance rule, checked: z_min None (its default level) or a number > 0,
+    """``(z_min, min_size)`` of the significance rule, checked: z_min None (its default level) or a number >= 0,
     min_size None (``DEFAULT_MIN_SIZE``) or an integer >= 1."""
-    z_min = None if z_min is None else check_positive(z_min, "z_min")
+    z_min = None if z_min is None else check_positive(z_min, "z_min", allow_zero=True)
     min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
     return z_min, min_size
 

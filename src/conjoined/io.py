@@ -12,11 +12,12 @@ import contextlib
 import csv
 import gzip
 import json
+import numbers
 import os
 import shutil
 import uuid
 import zlib
-from collections.abc import Collection, Mapping
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import NamedTuple
@@ -104,18 +105,16 @@ def _read_name_file(path, *, field=0):
 
 
 def _name_sequence(names, what):
-    """``names`` (a list, tuple, array or pandas Index of str) as an array of str; TypeError otherwise."""
-    expected = f"{what}_names must be a names file (str or path) or a sequence of str"
-    if (
-        not isinstance(names, Collection)
-        or isinstance(names, (Mapping, AbstractSet, bytes, bytearray))
-        or getattr(names, "ndim", 1) != 1
-    ):
+    """``names`` (a list, tuple, array, pandas Index or other ordered iterable of str or numbers) as an array of
+    str; TypeError for anything else (a mapping, a set, bytes, None or nested sequences among the names)."""
+    expected = f"{what}_names must be a names file (str or path) or a sequence of names (str or numbers)"
+    if isinstance(names, (Mapping, AbstractSet, bytes, bytearray)) or not isinstance(names, Iterable):
         raise TypeError(f"{expected}, got {type(names).__name__}")
+    names = list(names)
     for name in names:
-        if not isinstance(name, str):
-            raise TypeError(f"{expected}, got a {type(name).__name__} among the names: {name!r}")
-    return np.asarray(list(names), dtype=str)
+        if isinstance(name, (bool, np.bool_)) or not isinstance(name, (str, numbers.Number)):
+            raise TypeError(f"{expected}; found {name!r} ({type(name).__name__}) among them")
+    return np.asarray([str(name) for name in names], dtype=str)
 
 
 def _names_argument(names, expected, *, what, path):
@@ -504,10 +503,14 @@ def atomic_output_file(path):
     ------
     IsADirectoryError
         ``path`` is a directory (not a symlink to one), raised before the block runs.
+    FileNotFoundError
+        The folder of ``path`` does not exist, raised before the block runs.
     """
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
         raise IsADirectoryError(f"{path} is a directory: cannot replace it with a file")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path}: its folder {path.parent} does not exist")
     temporary = _temporary_sibling(path, "partial")
     try:
         yield temporary

@@ -23,11 +23,12 @@ def _check_biclusters(biclusters, name):
     if rows.size == 0 and columns.size == 0:
         return np.zeros((0, 0), dtype=bool), np.zeros((0, 0), dtype=bool)
     for what, array in (("rows", rows), ("columns", columns)):
-        if array.dtype != bool:
+        if not (array.dtype == bool or (array.dtype.kind in "iu" and np.isin(array, (0, 1)).all())):
             raise ValueError(
-                f"{name} {what} must be a bool array (True: member of the bicluster), got dtype {array.dtype}; "
-                "convert a 0/1 array with .astype(bool)"
+                f"{name} {what} must be a bool (or 0/1) array, True for a member of the bicluster; got dtype "
+                f"{array.dtype}" + (" with values other than 0 and 1" if array.dtype.kind in "iu" else "")
             )
+    rows, columns = rows.astype(bool), columns.astype(bool)
     if rows.ndim != 2 or columns.ndim != 2 or rows.shape[0] != columns.shape[0]:
         raise ValueError(
             f"{name}: rows and columns must be 2-d with one line per bicluster, got shapes {rows.shape} and "

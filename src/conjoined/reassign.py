@@ -59,7 +59,7 @@ from ._validation import check_int, check_matrix, check_positive
 __all__ = ["TokenCounts", "check_token_total", "collapsed_log_probability", "reassign_tokens"]
 
 _METHODS = ("gibbs", "paper-code")
-
+_INITS = ("labels", "random")
 
 BYTES_PER_TOKEN = 4  # an int32 pair id (module docstring)
 MAX_TOKENS = 2**53  # beyond this, float64 counts no longer hold every integer
@@ -77,15 +77,16 @@ def check_token_total(total):
     """Raise ValueError when a matrix holding ``total`` counts has more tokens than the reassignment can hold:
     more than ``MAX_TOKENS``, or more than ``BYTES_PER_TOKEN`` bytes each fit in this machine's memory."""
     total = float(total)
+    hint = " Counts this large are usually not raw counts (scaled or normalised data?)"
+    if total > MAX_TOKENS:
+        raise ValueError(f"X holds {total:.4g} counts in total; at most {MAX_TOKENS:.4g} are supported.{hint}")
     memory = _physical_memory()
-    if total > MAX_TOKENS or (memory is not None and total * BYTES_PER_TOKEN > memory):
-        available = f", and this machine has {memory / 2**30:.3g} GiB" if memory is not None else ""
+    if memory is not None and total * BYTES_PER_TOKEN > memory:
         raise ValueError(
             f"X holds {total:.4g} counts in total: the token reassignment keeps {BYTES_PER_TOKEN} bytes per count "
-            f"({total * BYTES_PER_TOKEN / 2**30:.3g} GiB){available}; at most {MAX_TOKENS:.4g} counts are "
-            "supported. Counts this large are usually not raw counts (scaled or normalised data?)"
+            f"({total * BYTES_PER_TOKEN / 2**30:.3g} GiB), more than this machine's {memory / 2**30:.3g} GiB of "
+            f"memory.{hint}"
         )
-_INITS = ("labels", "random")
 
 
 class TokenCounts(NamedTuple):
@@ -462,6 +463,16 @@ def _integers(rng, high, size):
     return rng.randint(0, high, size=size, dtype=np.int64)
 
 
+def _uniform_pairs(rng, n_pairs, n_tokens, chunk=2**20):
+    """(n_tokens,) int32 pair ids uniform on 0..n_pairs-1, drawn in chunks so that no int64 array of all the tokens
+    is made (the draws are those of one ``_integers`` call)."""
+    pairs = np.empty(n_tokens, np.int32)
+    for start in range(0, n_tokens, chunk):
+        stop = min(start + chunk, n_tokens)
+        pairs[start:stop] = _integers(rng, n_pairs, stop - start)
+    return pairs
+
+
 def reassign_tokens(
     X,
     row_labels,
@@ -549,9 +560,9 @@ def reassign_tokens(
     np.cumsum(cell_counts, out=offsets[1:])
     if init == "labels":
         cell_pairs = row_labels[cell_rows] * n_column_clusters + column_labels[indices]
-        pairs = np.repeat(cell_pairs, cell_counts).astype(np.int32)
+        pairs = np.repeat(cell_pairs.astype(np.int32), cell_counts)
     else:
-        pairs = _integers(rng, n_pairs, int(offsets[-1])).astype(np.int32)
+        pairs = _uniform_pairs(rng, n_pairs, int(offsets[-1]))
 
     counts = _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters)
     _tally(indptr, indices, cell_counts, offsets, pairs, *counts)

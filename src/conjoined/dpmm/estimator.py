@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._progress import progress_bar
-from .._validation import check_bool, check_int, check_matrix, check_positive
+from .._validation import check_bool, check_int, check_matrix, check_positive, check_verbose
 from . import kernels, sampler
 from .backends import LocalBackend
 from .checkpoint import Checkpointer, check_checkpoint_path, data_digest, prior_description
@@ -213,7 +213,7 @@ class DPMM(ClusterMixin, BaseEstimator):
         checkpoint_every = check_int(self.checkpoint_every, "checkpoint_every", minimum=1)
         checkpoint = None if self.checkpoint is None else check_checkpoint_path(self.checkpoint)
         n_threads = resolve_n_jobs(self.n_jobs)
-        check_bool(self.verbose, "verbose")
+        check_verbose(self.verbose)
         store_labels = check_bool(self.store_labels, "store_labels")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")

@@ -110,8 +110,8 @@ class Multinomial(CountPrior):
     suits documents and cells whose totals are nuisance (length, library size).
 
     log m(X_k) = lgamma(d beta) - lgamma(d beta + n..) + sum_f [lgamma(beta + n_f) - lgamma(beta)]
-    (the multinomial coefficients cancel in every ratio between partitions). An all-zero row has no proportions:
-    it is as likely in every cluster, so ``fit`` refuses it.
+    (the multinomial coefficients cancel in every ratio between partitions). An all-zero row is as likely in every
+    cluster: its cluster follows the DP prior alone.
     """
 
     def __init__(self, beta=1.0):
@@ -121,18 +121,11 @@ class Multinomial(CountPrior):
         return f"Multinomial(beta={self.beta!r})"
 
     def fitted(self, X):
-        """Self, after checking beta and that no row of X is all zeros (ValueError naming the first)."""
+        """Self, after checking beta (ValueError if X is all zeros)."""
         beta = check_positive(self.beta, "Multinomial beta")
         if not np.isfinite(beta * X.shape[1]):
             raise ValueError(f"Multinomial beta={beta!r} is too large: beta x {X.shape[1]} features overflows")
         super().fitted(X)
-        empty = np.flatnonzero(np.asarray(X.sum(axis=1)).ravel() == 0)
-        if empty.size:
-            raise ValueError(
-                f"X row {empty[0]} is all zeros ({empty.size} such row(s)): under the Multinomial prior it is as "
-                "likely in every cluster, so its cluster would be arbitrary; remove all-zero rows or use the "
-                "PoissonGamma prior"
-            )
         return self
 
     def posterior(self, stats):
@@ -252,7 +245,7 @@ class NormalInverseWishart:
             psi = max(nu - d - 1.0, 1.0) * (variance if variance > 0 else 1.0) * 0.1 * np.eye(d)
         else:
             psi = _real_array(self.psi, "psi", (d, d))
-        if np.abs(psi - psi.T).max() > 1e-10 * np.abs(psi).max():
+        if np.abs(psi - psi.T).max() > 1e-8 * np.abs(psi).max():
             raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not symmetric")
         try:
             np.linalg.cholesky(psi)
