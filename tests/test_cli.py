@@ -708,6 +708,29 @@ def test_a_pipe_broken_during_the_fit_is_an_error(reference, tmp_path, capsys, m
     assert not (tmp_path / "out").exists()
 
 
+def test_importing_the_package_loads_neither_numba_nor_scikit_learn(tmp_path):
+    code = "import sys, conjoined; print(sorted(m for m in ('numba', 'sklearn', 'scipy') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert result.stdout == "[]\n"
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line(capsys, monkeypatch):
+    """The ``conjoined`` entry point loads the command's modules inside the call: a Ctrl-C then (numba and
+    scikit-learn take a second or two) ends it as a Ctrl-C during the run does, without a traceback."""
+    import conjoined.__main__
+
+    class InterruptedLoad:
+        def find_spec(self, name, path=None, target=None):
+            if name == "conjoined.cli":
+                raise KeyboardInterrupt
+            return None
+
+    monkeypatch.delitem(sys.modules, "conjoined.cli")
+    monkeypatch.setattr(sys, "meta_path", [InterruptedLoad(), *sys.meta_path])
+    assert conjoined.__main__.main(["demo"]) == 130
+    assert capsys.readouterr() == ("", "conjoined: interrupted\n")
+
+
 def test_demo_runs_cdp_on_a_builtin_case_and_prints_the_score(capsys):
     assert main(["demo", "--case", "1", "--seed", "0", "--quiet"]) == 0
     out = capsys.readouterr().out

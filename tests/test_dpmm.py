@@ -345,6 +345,8 @@ def test_log_dirichlet_is_finite_for_tiny_concentrations():
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi=np.triu(np.ones((3, 3))))}, "psi must be symmetric"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi=-np.eye(3))}, "psi must be symmetric positive"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(nu="5")}, "nu must be a finite number"),
+    (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(kappa=1e308)}, "kappa=1e.308 or nu=6.0 is too large"),
+    (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(nu=1e308)}, r"\(kappa \+ n\) x \(nu \+ n\) overflows"),
     (GAUSSIAN * 1e200, {}, "rescale X"),
 ])
 def test_bad_input_is_named(X, params, message):

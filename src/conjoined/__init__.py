@@ -2,32 +2,42 @@
 
 Estimators: ``CDP`` (``ConjoinedDirichletProcess``) and the Dirichlet-process mixture ``DPMM`` with its priors.
 Submodules: ``datasets``, ``metrics``, ``baselines``, ``io``, ``extract``, ``reassign``; ``plot`` (matplotlib) and
-``anndata`` (AnnData/scanpy) are imported on demand because their dependencies are optional extras.
+``anndata`` (AnnData/scanpy) need optional extras.
+
+Names are imported when first used (PEP 562), so that ``import conjoined`` and the ``conjoined`` command start
+without loading numba and scikit-learn before they are needed.
 """
 
-from . import baselines, datasets, extract, io, metrics, reassign
-from .cdp import CDP, ConjoinedDirichletProcess
-from .datasets import load_20news_w100, make_cdp_case
-from .dpmm import DPMM, Multinomial, NormalInverseWishart, PoissonGamma
-from .metrics import jaccard_score
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "CDP",
-    "DPMM",
-    "ConjoinedDirichletProcess",
-    "Multinomial",
-    "NormalInverseWishart",
-    "PoissonGamma",
-    "baselines",
-    "datasets",
-    "extract",
-    "io",
-    "jaccard_score",
-    "load_20news_w100",
-    "make_cdp_case",
-    "metrics",
-    "reassign",
-    "__version__",
-]
+_SUBMODULES = ("baselines", "datasets", "extract", "io", "metrics", "reassign")
+# public name -> the submodule that defines it
+_NAMES = {
+    "CDP": "cdp",
+    "ConjoinedDirichletProcess": "cdp",
+    "DPMM": "dpmm",
+    "Multinomial": "dpmm",
+    "NormalInverseWishart": "dpmm",
+    "PoissonGamma": "dpmm",
+    "jaccard_score": "metrics",
+    "load_20news_w100": "datasets",
+    "make_cdp_case": "datasets",
+}
+
+__all__ = sorted([*_NAMES, *_SUBMODULES, "__version__"])
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _NAMES:
+        value = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})

@@ -75,19 +75,6 @@ SIMULATION_FORMATS = (".csv", ".npz", ".mtx")
 _SUMMARY_MAX_BICLUSTERS = 20
 _SUMMARY_TOP_ROWS = 5
 
-# Attributes of a fitted CDP that model.npz keeps, under the same names, for ``conjoined plot``.
-_SAVED_ATTRIBUTES = (
-    "row_labels_",
-    "column_labels_",
-    "rows_",
-    "columns_",
-    "bicluster_pairs_",
-    "bicluster_strength_",
-    "theta_",
-    "row_membership_",
-    "column_membership_",
-)
-
 # Every array of model.npz: its kind and shape. A named size takes its value from the first array that has it.
 _MODEL_LAYOUT = {
     "row_labels_": ("integer", ("n_rows",)),
@@ -111,6 +98,9 @@ _MODEL_LAYOUT = {
     "column_k_probabilities": ("float", ("n_column_k_values",)),
 }
 _DTYPE_KINDS = {"string": "U", "integer": "iu", "bool": "b", "float": "f"}
+# The fitted CDP's array attributes (sklearn's trailing underscore) that model.npz keeps as they are, for
+# ``conjoined plot``; the rest of the layout is built from the fit (K traces and posteriors, names, K as a scalar).
+_SAVED_ATTRIBUTES = tuple(name for name, (_, dims) in _MODEL_LAYOUT.items() if name.endswith("_") and dims)
 
 
 class UserError(Exception):

@@ -240,6 +240,10 @@ class NormalInverseWishart:
         nu = d + 3.0 if self.nu is None else check_positive(self.nu, "NormalInverseWishart nu")
         if not nu > d - 1:
             raise ValueError(f"NormalInverseWishart nu must be > d - 1 = {d - 1}, got {nu}")
+        n = X.shape[0]
+        if not np.isfinite((kappa + n) * (nu + n)):  # the predictive's scale divides by kappa_n (nu_n - d + 1)
+            raise ValueError(f"NormalInverseWishart kappa={kappa!r} or nu={nu!r} is too large: (kappa + n) x "
+                             f"(nu + n) overflows for n = {n} points")
         if self.psi is None:
             variance = float(X.var(axis=0).mean()) if X.shape[0] > 1 else 1.0
             psi = max(nu - d - 1.0, 1.0) * (variance if variance > 0 else 1.0) * 0.1 * np.eye(d)
