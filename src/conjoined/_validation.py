@@ -61,7 +61,7 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
             raise ValueError(f"Complex data not supported: {name} has complex values")
         # Negative counts are looked for among the entries as stored: summing duplicates could hide one.
         stored = X if X.format in ("csr", "csc", "coo", "bsr") else X.tocoo()
-        out = sp.csr_matrix(X, dtype=dtype, copy=True)
+        out = sp.csr_matrix(stored, dtype=dtype, copy=True)
         out.sum_duplicates()
         out.eliminate_zeros()
         values = out.data
@@ -111,6 +111,11 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
                 f"{name} contains non-integer values, first at (row, col) = {pos}; counts must be whole numbers"
             )
     return out
+
+
+def line_totals(X):
+    """``(row totals (n_rows,), column totals (n_cols,))`` of a 2-d array or scipy.sparse matrix, as flat arrays."""
+    return np.asarray(X.sum(axis=1)).ravel(), np.asarray(X.sum(axis=0)).ravel()
 
 
 def is_count_matrix(X):

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_bool, check_matrix, is_count_matrix
+from ._validation import check_bool, check_matrix, is_count_matrix, line_totals
 from .cdp import ConjoinedDirichletProcess
 
 __all__ = ["cdp", "fitted_view"]
@@ -77,8 +77,7 @@ def _check_key(key_added):
 def _check_size(matrix, where):
     """ValueError, in cells and genes, unless at least 2 cells and 2 genes of ``matrix`` have non-zero counts."""
     n_cells, n_genes = matrix.shape
-    cells = np.count_nonzero(np.asarray(matrix.sum(axis=1)).ravel())
-    genes = np.count_nonzero(np.asarray(matrix.sum(axis=0)).ravel())
+    cells, genes = map(np.count_nonzero, line_totals(matrix))
     if cells < 2 or genes < 2:
         raise ValueError(
             f"{where}: {cells} of {n_cells} cell(s) (obs) and {genes} of {n_genes} gene(s) (var) have non-zero "

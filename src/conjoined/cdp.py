@@ -29,7 +29,7 @@ from sklearn.base import BaseEstimator, BiclusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._progress import progress_bar
-from ._validation import check_bool, check_int, check_matrix, check_positive, check_verbose
+from ._validation import check_bool, check_int, check_matrix, check_positive, check_verbose, line_totals
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.estimator import resolve_n_jobs, seed_sequence
 from .extract import check_thresholds, extract_biclusters, refine_partition, topic_parameters
@@ -149,8 +149,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     random_state : None, int, RandomState or Generator
     n_jobs : int or None
         Threads of the DPMM passes (None: every core).
-    verbose : bool
-        Progress bars.
+    verbose : bool or int
+        Progress bars (an integer level as in scikit-learn: any level above 0 shows them).
     n_shards, backend, client, address : passed to every DPMM (see ``DPMM``)
         ``backend="dask"`` runs the DPMM passes on Dask workers; give ``client`` (or ``address``) to share one
         cluster between the DPMM runs, otherwise each run starts and stops its own local cluster.
@@ -252,10 +252,10 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         X = X if sp.issparse(X) else sp.csr_matrix(X)
         if X.nnz == 0:
             raise ValueError("X is all zeros: there is nothing to bicluster")
-        check_token_total(X.sum())
+        row_totals, col_totals = line_totals(X)
+        check_token_total(row_totals.sum())
         n_rows, n_cols = X.shape
-        row_kept = np.asarray(X.sum(axis=1)).ravel() > 0
-        col_kept = np.asarray(X.sum(axis=0)).ravel() > 0
+        row_kept, col_kept = row_totals > 0, col_totals > 0
         if not (row_kept.all() and col_kept.all()):
             warnings.warn(
                 f"{(~row_kept).sum()} all-zero row(s) and {(~col_kept).sum()} all-zero column(s) are set aside "

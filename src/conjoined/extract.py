@@ -459,45 +459,47 @@ def _merged(values, a, b):
     return out
 
 
-def _first_merge(observed, n_rows, n_cols, z_min, min_size, initial_density):
-    """``(axis, a, b)``: the first merge of clusters a < b of the rows (axis 0) or the columns (axis 1), in the
-    order of :func:`_merge_candidates`, that raises the exact classification score and leaves a heavy block;
-    None if there is none. Arguments as for :func:`_classification_score`."""
-    score, heavy, background, pooling, z_level = _classification_score(observed, n_rows, n_cols, z_min,
-                                                                        min_size, initial_density)
+def _first_merge(observed, n, scored, z_min, min_size, initial_density):
+    """The first merge of clusters a < b of the rows (axis 0) or the columns (axis 1), in the order of
+    :func:`_merge_candidates`, that raises the exact classification score and leaves a heavy block:
+    ``(axis, a, b, merged observed, merged [n_rows, n_cols], merged scored)``, or None if there is none.
+    ``observed`` and ``n = [n_rows, n_cols]`` as for :func:`_classification_score`, ``scored`` what it returns
+    for them."""
+    score, heavy, background, pooling, z_level = scored
     if not heavy.any():
         return None
-    for axis, n_own, n_other in ((0, n_rows, n_cols), (1, n_cols, n_rows)):
+    for axis in (0, 1):
+        n_own, n_other = n[axis], n[1 - axis]
         side_observed = np.moveaxis(observed, axis, 0)
         for a, b, _ in zip(*_merge_candidates(side_observed, n_own, n_other, np.moveaxis(heavy, axis, 0),
                                               background, pooling, z_level, min_size)):
             merged_observed = np.moveaxis(_merged(side_observed, a, b), 0, axis)
-            merged_n = [n_rows, n_cols]
+            merged_n = list(n)
             merged_n[axis] = _merged(n_own, a, b)
-            merged_score, merged_heavy, *_ = _classification_score(merged_observed, *merged_n, z_min, min_size,
-                                                                     initial_density)
-            if merged_score > score and merged_heavy.any():
-                return axis, a, b
+            merged_scored = _classification_score(merged_observed, *merged_n, z_min, min_size, initial_density)
+            if merged_scored[0] > score and merged_scored[1].any():
+                return axis, a, b, merged_observed, merged_n, merged_scored
     return None
 
 
 def _merge_clusters(X, rows, columns, z_min, min_size):
     """Merge clusters, one pair at a time (:func:`_first_merge`, rows tried before columns), until no candidate
     merge raises the partition's classification score and leaves a heavy block. Returns new label arrays
-    (labels -1 stay -1; a merged cluster takes the lower index)."""
+    (labels -1 stay -1; a merged cluster takes the lower index), or None if nothing merged."""
     labels = [rows.copy(), columns.copy()]
     ids = [np.unique(side[side >= 0]) for side in labels]
     sets = [_indicator(side, int(side.max()) + 1)[side_ids] for side, side_ids in zip(labels, ids)]
     observed = _block_sums(X, *sets)
     n = [side_sets.sum(axis=1).astype(np.float64) for side_sets in sets]
     initial_density = _overall_density(X)
-    while (merge := _first_merge(observed, *n, z_min, min_size, initial_density)) is not None:
-        axis, a, b = merge
+    scored = _classification_score(observed, *n, z_min, min_size, initial_density)
+    merged_any = False
+    while (merge := _first_merge(observed, n, scored, z_min, min_size, initial_density)) is not None:
+        axis, a, b, observed, n, scored = merge
         labels[axis][labels[axis] == ids[axis][b]] = ids[axis][a]
-        observed = np.moveaxis(_merged(np.moveaxis(observed, axis, 0), a, b), 0, axis)
-        n[axis] = _merged(n[axis], a, b)
         ids[axis] = np.delete(ids[axis], b)
-    return labels[0], labels[1]
+        merged_any = True
+    return (labels[0], labels[1]) if merged_any else None
 
 
 def _em_rounds(X, rows, columns, z_min, min_size, n_rounds):
@@ -598,10 +600,10 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
     z_min, min_size = check_thresholds(z_min, min_size)
     n_rounds = check_int(n_rounds, "n_rounds", minimum=0)
     rows, columns = _refined(X, row_labels, column_labels, z_min, min_size, n_rounds)
-    merged_rows, merged_columns = _merge_clusters(X, rows, columns, z_min, min_size)
-    if np.array_equal(merged_rows, rows) and np.array_equal(merged_columns, columns):
+    merged = _merge_clusters(X, rows, columns, z_min, min_size)
+    if merged is None:
         return rows, columns
-    return _refined(X, merged_rows, merged_columns, z_min, min_size, n_rounds)
+    return _refined(X, *merged, z_min, min_size, n_rounds)
 
 
 def _ties_at_maximum(phi):

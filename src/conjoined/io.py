@@ -218,8 +218,7 @@ def _non_integer_example(matrix):
     NaN and infinity are left to the matrix check, which reports them as non-finite values.
     """
     values = matrix.data if sp.issparse(matrix) else np.asarray(matrix)
-    values = values[np.isfinite(values)]
-    bad = values[values != np.round(values)]
+    bad = values[(values != np.round(values)) & ~np.isnan(values)]  # round(inf) is inf: only NaN differs
     return None if bad.size == 0 else float(bad.flat[0])
 
 
@@ -325,10 +324,10 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
         AnnData only.
     variable : str, optional
         MATLAB only.
-    row_names, column_names : str, Path or sequence of str, optional
+    row_names, column_names : str, Path or sequence of names, optional
         Names replacing those of the file: a text file (``.gz`` allowed) with one name per line (first
-        tab-separated field), or the names themselves (a list, tuple, array or pandas Index of str). Their count
-        must match the matrix.
+        tab-separated field), or the names themselves (a list, tuple, array, pandas Index or other ordered
+        iterable of str or numbers, numbers written as text). Their count must match the matrix.
 
     Returns
     -------
@@ -343,7 +342,7 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
         or absent variable/layer, names of the wrong length, or an AnnData matrix with finite non-integer values;
         the message names the file and the problem.
     TypeError
-        ``row_names`` or ``column_names`` is neither a path nor a sequence of str.
+        ``row_names`` or ``column_names`` is neither a path nor an ordered sequence of str or numbers.
     ImportError
         pandas (tables) or anndata (.h5ad) is not installed.
     """

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -24,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from ..io import atomic_output_file
 from .priors import SufficientStats
 from .sampler import DPMMState
 
@@ -141,18 +141,10 @@ class Checkpointer:
         for name, trace in traces.items():
             if trace is not None:
                 arrays[f"trace_{name}"] = trace[:iteration]
-        directory, name = os.path.split(os.path.abspath(self.path))
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as file:
-                np.savez(file, **arrays)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
+        with atomic_output_file(self.path) as temporary, open(temporary, "wb") as file:
+            np.savez(file, **arrays)
+            file.flush()
+            os.fsync(file.fileno())  # a checkpoint is for surviving a crash: on disk before it replaces the last
 
     def load(self):
         """The ``Checkpoint`` at ``path``, or None if there is no file. ValueError if it belongs to another fit or

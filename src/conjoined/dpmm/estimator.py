@@ -117,8 +117,8 @@ class DPMM(ClusterMixin, BaseEstimator):
         Same value, same result, whatever ``n_jobs``.
     n_jobs : int or None, default=None
         Threads of the data pass; None or -1 uses every core, -2 all but one, and so on.
-    verbose : bool, default=False
-        Progress bar on stderr.
+    verbose : bool or int, default=False
+        Progress bar on stderr (an integer level as in scikit-learn: any level above 0 shows it).
     store_labels : bool, default=True
         Keep the (n_iter, n_samples) label trace; turn off for huge data.
     n_shards : int, default=16
