@@ -2,6 +2,7 @@ import gzip
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from conjoined.io import atomic_output_dir, atomic_output_file, read_matrix, wri
 
 anndata = pytest.importorskip("anndata")
 pd = pytest.importorskip("pandas")
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 @pytest.fixture
@@ -261,6 +264,42 @@ def test_mat_variable_selection(tmp_path, counts):
     scipy.io.savemat(tmp_path / "text.mat", {"counts": X, "note": "hello"})
     with pytest.raises(ValueError, match="'note' is not a 2-d numeric matrix"):
         read_matrix(tmp_path / "text.mat", variable="note")
+
+
+def test_mat_names_come_from_the_string_vectors_that_fit(tmp_path, counts):
+    X, genes, _ = counts
+    cells = ["a", "bb", "c c", "dddd"]
+    contents = {
+        "counts": X,
+        "genes": np.array(list(genes), dtype=object),  # a cell array of strings
+        "cells": np.array(cells),  # a char matrix, rows padded with spaces
+        "title": "five genes, four cells",
+        "groups": np.arange(4)[None, :],
+    }
+    scipy.io.savemat(tmp_path / "named.mat", contents)
+    result = read_matrix(tmp_path / "named.mat")
+    assert result.row_names.tolist() == list(genes) and result.column_names.tolist() == cells
+    renamed = read_matrix(tmp_path / "named.mat", row_names=[f"g{i}" for i in range(5)])
+    assert renamed.row_names.tolist() == [f"g{i}" for i in range(5)]
+    assert renamed.column_names.tolist() == cells
+
+    # two string vectors fit the rows: no guess; the columns' one still names them
+    scipy.io.savemat(tmp_path / "two.mat", {**contents, "aliases": np.array(list(genes), dtype=object)})
+    result = read_matrix(tmp_path / "two.mat")
+    assert result.row_names is None and result.column_names.tolist() == cells
+
+    # a square matrix: rows and columns cannot be told apart
+    scipy.io.savemat(tmp_path / "square.mat", {"counts": X[:4], "genes": np.array(list(genes[:4]), dtype=object)})
+    result = read_matrix(tmp_path / "square.mat")
+    assert result.row_names is None and result.column_names is None
+
+
+
+def test_mat_names_of_the_newsgroups_file():
+    if not (DATA / "20news_w100.mat").is_file():
+        pytest.skip("20news_w100.mat not found in ../shared/data")
+    result = read_matrix(DATA / "20news_w100.mat")  # wordlist (100) names the words; no vector of 16,242 strings
+    assert result.row_names[:3].tolist() == ["aids", "baseball", "bible"] and result.column_names is None
 
 
 def test_missing_unknown_and_garbled_files(tmp_path):

@@ -216,7 +216,8 @@ def build_parser():
         "input",
         metavar="INPUT",
         help=".csv/.tsv (header and first column give names), .mtx, a 10x folder, .npz "
-        "(scipy.sparse), .h5ad (AnnData, read as genes x cells) or .mat",
+        "(scipy.sparse), .h5ad (AnnData, read as genes x cells) or .mat (a cell array of strings as long as "
+        "the rows or the columns names them)",
     )
     fit.add_argument(
         "-o",

@@ -19,6 +19,7 @@ from numba import njit
 from sklearn.utils import Bunch
 
 from ._validation import check_bool, check_int, check_positive
+from .io import _mat_strings
 
 __all__ = ["CDP_CASES", "load_20news_w100", "make_biclusters_counts", "make_cdp_case", "make_marques_like"]
 
@@ -376,11 +377,12 @@ def load_20news_w100(path):
     if missing:
         raise ValueError(f"{path}: missing variable(s) {missing}; is this 20news_w100.mat?")
     data = sp.csr_matrix(contents["documents"], dtype=np.float64)
-    words = np.array([str(np.ravel(word)[0]) for word in np.ravel(contents["wordlist"])])
+    words, group_names = _mat_strings(contents["wordlist"]), _mat_strings(contents["groupnames"])
+    if words is None or group_names is None:
+        raise ValueError(f"{path}: wordlist and groupnames must be cell arrays of strings; is this 20news_w100.mat?")
     groups = np.ravel(contents["newsgroups"]).astype(np.int64) - 1
-    group_names = [str(np.ravel(name)[0]) for name in np.ravel(contents["groupnames"])]
     if data.shape != (words.size, groups.size):
         raise ValueError(
             f"{path}: documents has shape {data.shape} but there are {words.size} words and {groups.size} documents"
         )
-    return Bunch(data=data, row_names=words, column_groups=groups, group_names=group_names)
+    return Bunch(data=data, row_names=words, column_groups=groups, group_names=group_names.tolist())

@@ -270,6 +270,37 @@ def _is_numeric_matrix(value):
     )
 
 
+def _mat_strings(value):
+    """The strings of a MATLAB cell array of strings or char matrix as ``scipy.io.loadmat`` returns it (a vector:
+    at most one dimension above 1), as a 1-d array of str; None for any other variable."""
+    if not isinstance(value, np.ndarray) or sum(size > 1 for size in value.shape) > 1:
+        return None
+    if value.dtype.kind == "U":  # a char matrix: its rows padded with spaces, which MATLAB's cellstr drops
+        return np.char.rstrip(value.ravel().astype(str), " ")
+    if value.dtype.kind != "O":
+        return None
+    strings = []
+    for cell in value.ravel():
+        if not (isinstance(cell, np.ndarray) and cell.dtype.kind == "U" and cell.size <= 1):
+            return None
+        strings.append(str(cell.ravel()[0]) if cell.size else "")
+    return np.array(strings, dtype=str)
+
+
+def _mat_names(contents, shape):
+    """``(row names, column names)`` of a matrix of ``shape`` from the file's string vectors: the one whose
+    length is the number of rows (columns); None where no variable or several have that length, or when the
+    matrix is square (rows and columns cannot be told apart)."""
+    lengths = {}
+    for key, value in contents.items():
+        strings = None if key.startswith("__") else _mat_strings(value)
+        if strings is not None:
+            lengths.setdefault(strings.shape[0], []).append(strings)
+    if shape[0] == shape[1]:
+        return None, None
+    return tuple(found[0] if len(found := lengths.get(n, [])) == 1 else None for n in shape)
+
+
 def _read_mat(path, variable):
     try:
         contents = scipy.io.loadmat(str(path))
@@ -298,7 +329,8 @@ def _read_mat(path, variable):
             f"{path}: variable {variable!r} is not a 2-d numeric matrix; candidates: {candidates}"
         )
     value = contents[variable]
-    return sp.csr_matrix(value) if sp.issparse(value) else np.ascontiguousarray(value)
+    X = sp.csr_matrix(value) if sp.issparse(value) else np.ascontiguousarray(value)
+    return (X, *_mat_names(contents, X.shape))
 
 
 def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names=None):
@@ -315,7 +347,9 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     - ``.h5ad``: AnnData (cells x genes) returned transposed, genes x cells, with ``var_names`` as rows and
       ``obs_names`` as columns. ``layer`` picks ``adata.layers[layer]`` (``"raw"``: ``adata.raw.X``); default X.
     - ``.mat``: MATLAB v5 (``scipy.io.loadmat``); ``variable`` names the matrix, needed unless the file holds
-      exactly one 2-d numeric variable with both dimensions > 1.
+      exactly one 2-d numeric variable with both dimensions > 1. The row (column) names are the file's cell
+      array of strings or char matrix whose length is the number of rows (columns), when exactly one is (the
+      20 Newsgroups file's ``wordlist``); none for a square matrix.
 
     Parameters
     ----------
@@ -366,7 +400,7 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     elif source_format == "h5ad":
         X, file_row_names, file_column_names = _read_h5ad(path, layer)
     else:
-        X = _read_mat(path, variable)
+        X, file_row_names, file_column_names = _read_mat(path, variable)
     if row_names is not None:
         file_row_names = _names_argument(row_names, X.shape[0], what="row", path=path)
     if column_names is not None:
