@@ -291,13 +291,13 @@ def _mat_names(contents, shape):
     """``(row names, column names)`` of a matrix of ``shape`` from the file's string vectors: the one whose
     length is the number of rows (columns); None where no variable or several have that length, or when the
     matrix is square (rows and columns cannot be told apart)."""
+    if shape[0] == shape[1]:
+        return None, None
     lengths = {}
     for key, value in contents.items():
         strings = None if key.startswith("__") else _mat_strings(value)
         if strings is not None:
             lengths.setdefault(strings.shape[0], []).append(strings)
-    if shape[0] == shape[1]:
-        return None, None
     return tuple(found[0] if len(found := lengths.get(n, [])) == 1 else None for n in shape)
 
 
