@@ -94,7 +94,19 @@ def bicluster_table(adata, key):
     if len(table) > SHOWN_BICLUSTERS:
         sizes = table["n_genes"].iloc[SHOWN_BICLUSTERS:]
         lines.append(f"... and {len(sizes)} weaker biclusters ({sizes.median():.0f} genes each, median)")
+    if len(table):
+        lines.append(
+            f"all {len(table)}: median {table['n_genes'].median():.0f} genes x {table['n_cells'].median():.0f} "
+            f"cells; together they cover {bicluster_coverage(adata, key):.0%} of the gene x cell matrix"
+        )
     return "\n".join(lines)
+
+
+def bicluster_coverage(adata, key):
+    """Share of the (cell, gene) pairs that lie in at least one bicluster."""
+    cells = np.asarray(adata.obsm[f"{key}_biclusters"], dtype=np.float64)
+    genes = np.asarray(adata.varm[f"{key}_biclusters"], dtype=np.float64)
+    return float(((cells @ genes.T) > 0).mean())
 
 
 def cell_cluster_table(adata, key):

@@ -1,9 +1,11 @@
 """The example scripts run end to end on reduced settings (``--quick``) and print their sections."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -68,4 +70,13 @@ def test_pbmc_quick(tmp_path):
     assert out.count("NMI against the 10 cell types: 0.") == 2
     saved = anndata.read_h5ad(tmp_path / "out" / "pbmc68k_cdp.h5ad")
     assert {"cdp_singlecell", "cdp_paper"} <= set(saved.uns)
+    printed = re.findall(r"^all (\d+): median .* cover (\d+)% of the gene x cell matrix$", out, re.MULTILINE)
+    for (n_biclusters, percent), key in zip(printed, ("cdp_singlecell", "cdp_paper"), strict=True):
+        cells = saved.obsm[f"{key}_biclusters"].astype(bool)
+        genes = saved.varm[f"{key}_biclusters"].astype(bool)
+        assert int(n_biclusters) == cells.shape[1] == len(saved.uns[key]["biclusters"])
+        covered = np.zeros((saved.n_obs, saved.n_vars), bool)
+        for b in range(cells.shape[1]):
+            covered |= np.outer(cells[:, b], genes[:, b])
+        assert f"{covered.mean():.0%}" == f"{percent}%"
     assert saved.layers["counts"].sum() == 486651  # the recovered counts
