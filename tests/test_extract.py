@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.stats import nbinom
 from sklearn.metrics import adjusted_rand_score
 
@@ -7,8 +8,13 @@ from conjoined.extract import (
     POOLING_SHAPES,
     Biclusters,
     _classification_score,
+    _cluster_levels,
+    _heavy_blocks,
+    _heavy_fixed_point,
+    _levelled_background,
     _merge_candidates,
     _pooled_heavy_densities,
+    _significance_rule,
     extract_biclusters,
     refine_partition,
     topic_parameters,
@@ -147,6 +153,94 @@ def test_significance_rule_keeps_identical_biclusters_once():
     found = extract_biclusters(X, counts, row_labels=rows, column_labels=cols)
     assert found.pairs.shape == (1, 2)
     np.testing.assert_array_equal(found.rows[0], np.arange(8) < 4)
+
+
+def _levels_matrix():
+    """60 genes x 40 cells, Poisson counts (seed 0) in six gene clusters and four cell clusters of 10 cells:
+    genes 0-19 are expressed at 20 everywhere, genes 20-59 at 1; raised blocks: genes 0-4 at 60 in cells
+    30-39 (a module of highly expressed genes), genes 20-29 at 6 and genes 30-39 at 12 in cells 0-9 (two
+    modules of one cell type), genes 40-49 at 6 in cells 20-29."""
+    rate = np.ones((60, 40))
+    rate[:20] = 20.0
+    rate[:5, 30:] = 60.0
+    rate[20:30, :10] = 6.0
+    rate[30:40, :10] = 12.0
+    rate[40:50, 20:30] = 6.0
+    X = np.random.default_rng(0).poisson(rate)
+    rows = np.repeat([0, 1, 2, 3, 4, 5], [5, 15, 10, 10, 10, 10])
+    cols = np.repeat([0, 1, 2, 3], 10)
+    return X, rows, cols
+
+
+def _as_sets(found):
+    return {(tuple(np.flatnonzero(r)), tuple(np.flatnonzero(c))) for r, c in zip(found.rows, found.columns)}
+
+
+def test_significance_rule_with_gene_levels_finds_the_raised_blocks_only():
+    X, rows, cols = _levels_matrix()
+    found = extract_biclusters(X, _counts_at_labels(X, rows, cols, 6, 4), row_labels=rows, column_labels=cols)
+    expected = {
+        (tuple(range(5)), tuple(range(30, 40))),
+        (tuple(range(20, 30)), tuple(range(10))),
+        (tuple(range(30, 40)), tuple(range(10))),
+        (tuple(range(40, 50)), tuple(range(20, 30))),
+    }
+    assert _as_sets(found) == expected
+    # Against one uniform background (the rule before levels), the highly expressed genes are heavy in every
+    # cell cluster and join every bicluster, which swell to all 40 cells or all 20 of those genes and more.
+    uniform = _significance_rule(sp.csr_matrix(X), rows, cols, None, 2, levels=False)
+    assert len(uniform.pairs) == 7
+    assert uniform.rows[:, :20].all()
+    assert (uniform.columns.sum(axis=1)[uniform.rows.sum(axis=1) == 20] == 40).all()
+
+
+def test_levels_are_fitted_only_where_the_light_blocks_demand_them():
+    sizes = np.full((3, 2), 50.0)
+    light = np.ones((3, 2), bool)
+    # Poisson-sized differences between clusters: one uniform background, the light blocks' density.
+    observed = np.array([[100.0, 108.0], [95.0, 103.0], [98.0, 90.0]])
+    np.testing.assert_array_equal(_cluster_levels(observed, sizes, light), np.full((3, 2), 594 / 300))
+    # Row cluster 2 ten times deeper: its level is fitted (shrunk a little towards 1), the columns stay level,
+    # and the background still accounts for the light blocks' total count.
+    deep = np.array([[100.0, 108.0], [95.0, 103.0], [980.0, 1030.0]])
+    background = _cluster_levels(deep, sizes, light)
+    assert np.ptp(background, axis=1).max() == 0
+    ratio = background[2, 0] / background[:2, 0].mean()
+    assert 9.5 < ratio < 2010 / 203
+    assert np.isclose((background * sizes).sum(), deep.sum(), rtol=1e-12)
+
+
+def test_levels_start_from_the_uniform_fixed_point():
+    # The block totals of a replicate of a stress design (3 blocks 1.5-3 times the background on 30 x 30) as
+    # the refinement partitioned it: row clusters of 10, 7 and 13, column clusters of 10 and 20; densities 8.7
+    # and 3.9 in blocks (0, 0) and (2, 1), 2.6-3.0 elsewhere. From the uniform fixed point (both blocks heavy)
+    # the light blocks are uniform and no level is fitted. From the matrix's density, 3.85, block (2, 1) starts
+    # light, and row cluster 2's excess demands a level that hides the block for good.
+    sizes = np.outer([10.0, 7.0, 13.0], [10.0, 20.0])
+    observed = np.array([[872.0, 601.0], [185.0, 389.0], [395.0, 1020.0]])
+    eligible = np.ones((3, 2), bool)
+    density = observed.sum() / sizes.sum()
+    heavy, background, _ = _heavy_blocks(observed, sizes, 3.0, eligible, density, True)
+    np.testing.assert_array_equal(heavy, [[True, False], [False, False], [False, True]])
+    np.testing.assert_allclose(background, (601 + 185 + 389 + 395) / (200 + 70 + 140 + 130), rtol=1e-15)
+    from_density = _heavy_fixed_point(observed, sizes, 3.0, eligible, np.full((3, 2), density),
+                                      _levelled_background)
+    np.testing.assert_array_equal(from_density[0], [[True, False], [False, False], [False, False]])
+    assert np.ptp(from_density[1]) > 0
+
+
+def test_a_cluster_heavy_everywhere_gets_its_lowest_block_as_baseline():
+    # Row cluster 0 is ten times deeper than the others in every column cluster and twice that again in
+    # column cluster 2: against the uniform fixed point all three of its blocks are heavy, so no light block
+    # tells its level. Its lowest block is its baseline: only the doubled block stays heavy.
+    sizes = np.full((4, 3), 100.0)
+    observed = np.full((4, 3), 200.0)
+    observed[0] = [2000.0, 2100.0, 4000.0]
+    eligible = np.ones((4, 3), bool)
+    density = observed.sum() / sizes.sum()
+    heavy, _, _ = _heavy_blocks(observed, sizes, 3.0, eligible, density, True)
+    np.testing.assert_array_equal(heavy, np.eye(4, 3, k=2, dtype=bool))
+    assert _heavy_blocks(observed, sizes, 3.0, eligible, density, False)[0][0].all()
 
 
 def test_refine_partition_moves_a_borderline_row_into_its_block():

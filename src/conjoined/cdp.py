@@ -128,8 +128,11 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     extraction : {"significance", "paper-code"}, default="significance"
         "significance" keeps the blocks (row cluster k x column cluster l) whose count exceeds the background
         density by ``z_min`` Poisson standard deviations, and lets rows and columns of other clusters join a block
-        whose density explains their counts better than the background (overlap); "paper-code" is the authors'
-        argmax + (mean + sd of block means) rule on the token allocation. See ``conjoined.extract``.
+        whose density explains their counts better than the background (overlap). The background is one
+        density unless the data demand a level for each row and column cluster (genes or words of very
+        different depths); then a bicluster is a block raised above the rest of its row and column clusters.
+        "paper-code" is the authors' argmax + (mean + sd of block means) rule on the token allocation. See
+        ``conjoined.extract``.
     z_min, min_size : float, int or None
         Thresholds of the significance rule (None: its defaults: z_min 3, raised to the 1% family-wise level
         over the blocks tested; min_size 2).
