@@ -9,6 +9,7 @@ from conjoined.extract import (
     Biclusters,
     _classification_score,
     _cluster_levels,
+    _heavy_against,
     _heavy_blocks,
     _heavy_fixed_point,
     _levelled_background,
@@ -241,6 +242,51 @@ def test_a_cluster_heavy_everywhere_gets_its_lowest_block_as_baseline():
     heavy, _, _ = _heavy_blocks(observed, sizes, 3.0, eligible, density, True)
     np.testing.assert_array_equal(heavy, np.eye(4, 3, k=2, dtype=bool))
     assert _heavy_blocks(observed, sizes, 3.0, eligible, density, False)[0][0].all()
+
+
+def test_a_single_cluster_on_a_side_keeps_the_uniform_background():
+    # Rows 0-9 at 8 per cell, rows 10-29 at 2, all 15 columns in one cluster: with levels, row cluster 0's
+    # level would absorb its only block. The block is found as against one density.
+    X = np.random.default_rng(1).poisson(np.repeat([8.0, 2.0], [10, 20])[:, None] * np.ones((1, 15)))
+    rows, cols = np.repeat([0, 1], [10, 20]), np.zeros(15, dtype=int)
+    found = extract_biclusters(X, _counts_at_labels(X, rows, cols, 2, 1), row_labels=rows, column_labels=cols)
+    assert _as_sets(found) == {(tuple(range(10)), tuple(range(15)))}
+
+
+def test_a_few_counts_against_a_near_zero_level_are_no_bicluster():
+    # Ten gene clusters of 20 genes at Gamma-distributed depths, no raised block, and a two-gene cluster with
+    # two counts in all, both in cell cluster 0 (2 cells). Its light blocks hold no counts, so its level is
+    # near zero and its block in cell cluster 0 stands dozens of "standard deviations" above it; but an excess
+    # of 2 counts is below z_min ** 2. Against one uniform background the deep gene clusters are "heavy" in
+    # every cell cluster.
+    rng = np.random.default_rng(0)
+    n_genes, n_cells = np.r_[np.full(10, 20), 2], np.r_[2, np.full(9, 20)]
+    depth = np.r_[rng.gamma(1.0, 5.0, 10), 0.0]
+    X = rng.poisson(np.repeat(np.repeat(np.outer(depth, np.ones(10)), n_genes, 0), n_cells, 1))
+    X[200, 0] = X[201, 1] = 1
+    rows, cols = np.repeat(np.arange(11), n_genes), np.repeat(np.arange(10), n_cells)
+    counts = _counts_at_labels(X, rows, cols, 11, 10)
+    assert len(extract_biclusters(X, counts, row_labels=rows, column_labels=cols).pairs) == 0
+    assert len(_significance_rule(sp.csr_matrix(X), rows, cols, None, 2, levels=False).pairs) > 10
+    observed, sizes = np.array([[2.0, 300.0]]), np.array([[4.0, 400.0]])
+    heavy, z = _heavy_against(observed, sizes, 3.0, np.ones((1, 2), bool), np.full((1, 2), 0.001))
+    assert z[0, 0] > 30 and not heavy[0, 0] and heavy[0, 1]
+
+
+def test_heavy_fixed_point_that_never_settles_returns_a_consistent_state():
+    # A background fit that alternates between two densities: after the rounds run out, heavy and z are those
+    # against the background returned.
+    observed, sizes = np.array([[100.0, 30.0]]), np.array([[10.0, 10.0]])
+    flips = iter(np.tile([2.0, 5.0], 100))
+
+    def alternating(observed, sizes, light, z, z_min):
+        return np.full(observed.shape, next(flips))
+
+    heavy, background, z = _heavy_fixed_point(observed, sizes, 3.0, np.ones((1, 2), bool),
+                                              np.full((1, 2), 2.0), alternating)
+    expected = background * sizes
+    np.testing.assert_allclose(z, (observed - expected) / np.sqrt(expected))
+    np.testing.assert_array_equal(heavy, (z >= 3.0) & (observed - expected >= 9.0))
 
 
 def test_refine_partition_moves_a_borderline_row_into_its_block():
