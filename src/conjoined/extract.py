@@ -214,14 +214,33 @@ def _level_shape(totals, expected):
     if totals.size < 2:
         return np.inf
     shapes = LEVEL_SHAPES * max(totals.max(), 1.0)
-    shape = shapes[:, None]
-    log_marginal = (gammaln(shape + totals) - gammaln(shape) - shape * np.log1p(expected / shape)
-                    + xlogy(totals, expected / (shape + expected))).sum(axis=1)
-    best = int(np.argmax(log_marginal))
-    poisson = (xlogy(totals, expected) - expected).sum()
-    if best == shapes.size - 1 or 2 * (log_marginal[best] - poisson) < LEVELS_EVIDENCE:
+    gain = _negative_binomial_gain(shapes[:, None], totals, expected).sum(axis=1)
+    best = int(np.argmax(gain))
+    if best == shapes.size - 1 or 2 * gain[best] < LEVELS_EVIDENCE:
         return np.inf
     return float(shapes[best])
+
+
+def _negative_binomial_gain(shape, totals, expected):
+    """Log-likelihood of ``totals`` under the negative binomial of mean ``expected`` and shape ``shape`` less
+    their Poisson log-likelihood at mean ``expected`` (arrays broadcast together):
+    ``log Gamma(s + T) - log Gamma(s) - T log s - (s + T) log1p(E / s) + E``. The first three terms cancel to
+    about ``T^2 / 2s`` when the shape is large; taken from ``gammaln`` they would lose that to rounding (totals
+    of 10^9 and shapes of 10^13 err by tens), so above a shape of 10 they come from Stirling's series."""
+    shape, totals = np.broadcast_arrays(np.asarray(shape, np.float64), np.asarray(totals, np.float64))
+    large = shape > 10
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stirling = ((shape + totals - 0.5) * np.log1p(totals / shape) - totals
+                    + _stirling_correction(shape + totals) - _stirling_correction(shape))
+        direct = gammaln(shape + totals) - gammaln(shape) - xlogy(totals, shape)
+    rising = np.where(large, stirling, direct)
+    return rising - (shape + totals) * np.log1p(expected / shape) + expected
+
+
+def _stirling_correction(x):
+    """``log Gamma(x) - ((x - 0.5) log x - x + log(2 pi) / 2)`` for x > 10 (three terms of the series; the
+    error is below 1e-12 there)."""
+    return 1 / (12 * x) - 1 / (360 * x ** 3) + 1 / (1260 * x ** 5)
 
 
 def _cluster_levels(observed, sizes, light):
