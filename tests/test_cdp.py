@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from mixtures import gene_levels_matrix
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import conjoined
@@ -89,6 +90,19 @@ def test_the_papers_pipeline_runs_as_an_option():
     assert model.rows_.shape[1] == 20
 
 
+def test_background_levels_find_the_raised_blocks_of_genes_at_different_depths():
+    # tests/mixtures.py: 20 of 60 genes expressed 20 times deeper than the rest, four raised blocks. The
+    # default background takes the depths as levels and finds the four blocks exactly; the paper's uniform
+    # density makes the deep genes heavy everywhere and every bicluster swells.
+    X, _, _ = gene_levels_matrix()
+    found = CDP(n_iter=60, random_state=0).fit(X)
+    blocks = {(tuple(np.flatnonzero(r)), tuple(np.flatnonzero(c))) for r, c in zip(found.rows_, found.columns_)}
+    assert blocks == {(tuple(range(5)), tuple(range(30, 40))), (tuple(range(20, 30)), tuple(range(10))),
+                      (tuple(range(30, 40)), tuple(range(10))), (tuple(range(40, 50)), tuple(range(20, 30)))}
+    uniform = CDP(n_iter=60, random_state=0, background="uniform").fit(X)
+    assert len(uniform.rows_) > 4 and uniform.rows_[:, :20].all()
+
+
 @pytest.mark.parametrize("X, params, message", [
     (np.array([[1, -1], [2, 3]]), {}, "negative"),
     (np.array([[1.0, np.inf], [2.0, 3.0]]), {}, "non-finite"),
@@ -106,6 +120,7 @@ def test_the_papers_pipeline_runs_as_an_option():
     (np.ones((3, 3)), {"z_min": -5.0}, "z_min"),
     (np.ones((3, 3)), {"z_min": "3"}, "z_min"),
     (np.ones((3, 3)), {"min_size": 0}, "min_size"),
+    (np.ones((3, 3)), {"background": "levels"}, "background must be one of"),
     (np.ones((3, 3)), {"extraction": "paper-code", "min_size": -4}, "min_size"),
     (np.ones((3, 3)), {"checkpoint": ""}, "checkpoint"),
     (np.ones((3, 3)), {"checkpoint": __file__}, "checkpoint"),

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-import scipy.sparse as sp
+from mixtures import gene_levels_matrix
 from scipy.special import gammaln
 from scipy.stats import nbinom
 from sklearn.metrics import adjusted_rand_score
@@ -18,7 +18,6 @@ from conjoined.extract import (
     _merge_candidates,
     _negative_binomial_gain,
     _pooled_heavy_densities,
-    _significance_rule,
     extract_biclusters,
     refine_partition,
     topic_parameters,
@@ -159,29 +158,12 @@ def test_significance_rule_keeps_identical_biclusters_once():
     np.testing.assert_array_equal(found.rows[0], np.arange(8) < 4)
 
 
-def _levels_matrix():
-    """60 genes x 40 cells, Poisson counts (seed 0) in six gene clusters and four cell clusters of 10 cells:
-    genes 0-19 are expressed at 20 everywhere, genes 20-59 at 1; raised blocks: genes 0-4 at 60 in cells
-    30-39 (a module of highly expressed genes), genes 20-29 at 6 and genes 30-39 at 12 in cells 0-9 (two
-    modules of one cell type), genes 40-49 at 6 in cells 20-29."""
-    rate = np.ones((60, 40))
-    rate[:20] = 20.0
-    rate[:5, 30:] = 60.0
-    rate[20:30, :10] = 6.0
-    rate[30:40, :10] = 12.0
-    rate[40:50, 20:30] = 6.0
-    X = np.random.default_rng(0).poisson(rate)
-    rows = np.repeat([0, 1, 2, 3, 4, 5], [5, 15, 10, 10, 10, 10])
-    cols = np.repeat([0, 1, 2, 3], 10)
-    return X, rows, cols
-
-
 def _as_sets(found):
     return {(tuple(np.flatnonzero(r)), tuple(np.flatnonzero(c))) for r, c in zip(found.rows, found.columns)}
 
 
 def test_significance_rule_with_gene_levels_finds_the_raised_blocks_only():
-    X, rows, cols = _levels_matrix()
+    X, rows, cols = gene_levels_matrix()
     found = extract_biclusters(X, _counts_at_labels(X, rows, cols, 6, 4), row_labels=rows, column_labels=cols)
     expected = {
         (tuple(range(5)), tuple(range(30, 40))),
@@ -192,7 +174,8 @@ def test_significance_rule_with_gene_levels_finds_the_raised_blocks_only():
     assert _as_sets(found) == expected
     # Against one uniform background (the rule before levels), the highly expressed genes are heavy in every
     # cell cluster and join every bicluster, which swell to all 40 cells or all 20 of those genes and more.
-    uniform = _significance_rule(sp.csr_matrix(X), rows, cols, None, 2, levels=False)
+    uniform = extract_biclusters(X, _counts_at_labels(X, rows, cols, 6, 4), row_labels=rows, column_labels=cols,
+                                 background="uniform")
     assert len(uniform.pairs) == 7
     assert uniform.rows[:, :20].all()
     assert (uniform.columns.sum(axis=1)[uniform.rows.sum(axis=1) == 20] == 40).all()
@@ -287,7 +270,8 @@ def test_a_few_counts_against_a_near_zero_level_are_no_bicluster():
     rows, cols = np.repeat(np.arange(11), n_genes), np.repeat(np.arange(10), n_cells)
     counts = _counts_at_labels(X, rows, cols, 11, 10)
     assert len(extract_biclusters(X, counts, row_labels=rows, column_labels=cols).pairs) == 0
-    assert len(_significance_rule(sp.csr_matrix(X), rows, cols, None, 2, levels=False).pairs) > 10
+    uniform = extract_biclusters(X, counts, row_labels=rows, column_labels=cols, background="uniform")
+    assert len(uniform.pairs) > 10
     observed, sizes = np.array([[2.0, 300.0]]), np.array([[4.0, 400.0]])
     heavy, z = _heavy_against(observed, sizes, 3.0, np.ones((1, 2), bool), np.full((1, 2), 0.001))
     assert z[0, 0] > 30 and not heavy[0, 0] and heavy[0, 1]
@@ -557,6 +541,8 @@ def test_dt2b_rule_by_hand():
         ({"row_labels": LABELS, "column_labels": LABELS, "min_size": 0}, "min_size must be an integer >= 1"),
         ({"row_labels": LABELS, "column_labels": LABELS, "z_min": "high"}, "z_min must be a finite number"),
         ({"row_labels": LABELS, "column_labels": LABELS, "z_min": -1.0}, "z_min must be >= 0"),
+        ({"row_labels": LABELS, "column_labels": LABELS, "background": "levels"}, "background must be one of"),
+        ({"rule": "dt2b", "background": "uniform"}, "rule 'dt2b' does not use background"),
     ],
 )
 def test_bad_arguments_raise(kwargs, message):

@@ -32,7 +32,7 @@ from ._progress import progress_bar
 from ._validation import check_bool, check_int, check_matrix, check_positive, check_verbose, line_totals
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.estimator import resolve_n_jobs, seed_sequence
-from .extract import check_thresholds, extract_biclusters, refine_partition, topic_parameters
+from .extract import BACKGROUNDS, check_thresholds, extract_biclusters, refine_partition, topic_parameters
 from .reassign import check_token_total, reassign_tokens
 
 LIKELIHOODS = ("poisson", "multinomial")
@@ -136,6 +136,10 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     z_min, min_size : float, int or None
         Thresholds of the significance rule (None: its defaults: z_min 3, raised to the 1% family-wise level
         over the blocks tested; min_size 2).
+    background : {"auto", "uniform"}, default="auto"
+        The significance rule's background: "auto" gives it a level for each row and column cluster when the
+        data demand them (they do not on the paper's simulations); "uniform" keeps the paper's one density, for
+        comparison.
     refine : bool, default=True
         Before the significance rule, refine the row and column partitions under the block model it assumes
         (heavy blocks at their densities, pooled by empirical Bayes, background elsewhere; soft EM, rows then
@@ -184,8 +188,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",
                  row_beta=1.0, column_beta=1.0, n_iter=150, n_rounds=2, n_reassign=20, a_r=0.1, a_c=0.1,
                  lam=0.1, reassign_method="gibbs", extraction="significance", z_min=None, min_size=None,
-                 refine=True, mode="conjoined", random_state=None, n_jobs=None, verbose=False, n_shards=16,
-                 backend="local", client=None, address=None, checkpoint=None):
+                 background="auto", refine=True, mode="conjoined", random_state=None, n_jobs=None, verbose=False,
+                 n_shards=16, backend="local", client=None, address=None, checkpoint=None):
         self.row_alpha = row_alpha
         self.column_alpha = column_alpha
         self.row_likelihood = row_likelihood
@@ -202,6 +206,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         self.extraction = extraction
         self.z_min = z_min
         self.min_size = min_size
+        self.background = background
         self.refine = refine
         self.mode = mode
         self.random_state = random_state
@@ -229,7 +234,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
             raise ValueError(f"checkpoint must be None or a folder's path (not a file), got {self.checkpoint!r}")
         for name, allowed in (("row_likelihood", LIKELIHOODS), ("column_likelihood", LIKELIHOODS),
                               ("mode", MODES), ("reassign_method", ("gibbs", "paper-code")),
-                              ("extraction", ("significance", "paper-code"))):
+                              ("extraction", ("significance", "paper-code")), ("background", BACKGROUNDS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
@@ -302,7 +307,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
                 block_rows, block_cols = refine_partition(core, row_labels, col_labels, z_min=self.z_min,
                                                           min_size=self.min_size)
             found = extract_biclusters(core, counts, rule="significance", row_labels=block_rows,
-                                       column_labels=block_cols, z_min=self.z_min, min_size=self.min_size)
+                                       column_labels=block_cols, z_min=self.z_min, min_size=self.min_size,
+                                       background=self.background)
         else:
             found = extract_biclusters(core, counts, rule="paper-code", a_r=self.a_r, a_c=self.a_c)
 

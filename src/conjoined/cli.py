@@ -59,7 +59,7 @@ from ._validation import check_matrix
 from .cdp import LIKELIHOODS, MODES, ConjoinedDirichletProcess
 from .datasets import CDP_CASES, make_cdp_case
 from .dpmm.estimator import BACKENDS
-from .extract import DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
+from .extract import BACKGROUNDS, DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
 from .io import atomic_output_dir, atomic_output_file, read_matrix, write_json, write_table_csv
 from .metrics import jaccard_score
 from .plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
@@ -181,6 +181,13 @@ def _estimator_options(parser):
         DEFAULT_MIN_SIZE,
         type=int,
         metavar="N",
+    )
+    add(
+        "--background",
+        "background",
+        "the significance rule's background: 'auto' gives it row and column cluster levels where the data demand "
+        "them, 'uniform' keeps the paper's one density",
+        choices=BACKGROUNDS,
     )
     return tuple(parameters)
 

@@ -73,10 +73,13 @@ from ._validation import check_int, check_matrix, check_positive
 from .dpmm.sampler import MERGE_CHUNK_VALUES
 
 __all__ = [
-    "RULES", "Biclusters", "TopicParameters", "extract_biclusters", "refine_partition", "topic_parameters",
+    "BACKGROUNDS", "RULES", "Biclusters", "TopicParameters", "extract_biclusters", "refine_partition",
+    "topic_parameters",
 ]
 
 RULES = ("significance", "paper-code", "dt2b")
+# The significance rule's background: cluster levels when the light blocks demand them, or always one density.
+BACKGROUNDS = ("auto", "uniform")
 DEFAULT_Z_MIN = 3.0
 FAMILY_ERROR = 0.01
 DEFAULT_MIN_SIZE = 2
@@ -860,6 +863,15 @@ def check_thresholds(z_min, min_size):
     return z_min, min_size
 
 
+def check_background(background):
+    """The significance rule's ``background``, checked: None ("auto") or one of ``BACKGROUNDS``."""
+    if background is None:
+        return "auto"
+    if background not in BACKGROUNDS:
+        raise ValueError(f"background must be one of {BACKGROUNDS}, got {background!r}")
+    return background
+
+
 def _check_counts(X, counts):
     n_kl, n_ik, n_jl = (np.asarray(a) for a in counts)
     if n_kl.ndim != 2 or n_ik.ndim != 2 or n_jl.ndim != 2:
@@ -896,6 +908,7 @@ def extract_biclusters(
     column_labels=None,
     z_min=None,
     min_size=None,
+    background=None,
     a_r=None,
     a_c=None,
 ):
@@ -916,6 +929,9 @@ def extract_biclusters(
         tested applies when higher, whatever ``z_min``.
     min_size : int, rule "significance" only
         Minimum rows and columns of a heavy block. Default 2.
+    background : {"auto", "uniform"}, rule "significance" only
+        "auto" (default): one background density unless the light blocks demand a level for each row and column
+        cluster (module docstring); "uniform": always one density, the paper's model.
     a_r, a_c : float > 0, rule "paper-code" only (required there)
         The hyperparameters of phi_rows and phi_columns, whose argmax assigns rows and columns.
 
@@ -931,11 +947,12 @@ def extract_biclusters(
         "column_labels": column_labels,
         "z_min": z_min,
         "min_size": min_size,
+        "background": background,
         "a_r": a_r,
         "a_c": a_c,
     }
     used = {
-        "significance": ("row_labels", "column_labels", "z_min", "min_size"),
+        "significance": ("row_labels", "column_labels", "z_min", "min_size", "background"),
         "paper-code": ("a_r", "a_c"),
         "dt2b": (),
     }[rule]
@@ -951,7 +968,8 @@ def extract_biclusters(
         row_labels = _check_labels(row_labels, X.shape[0], "row_labels")
         column_labels = _check_labels(column_labels, X.shape[1], "column_labels")
         z_min, min_size = check_thresholds(z_min, min_size)
-        return _significance_rule(X, row_labels, column_labels, z_min, min_size)
+        background = check_background(background)
+        return _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=background == "auto")
     if rule == "paper-code":
         if a_r is None or a_c is None:
             raise ValueError(
