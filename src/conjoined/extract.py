@@ -398,12 +398,13 @@ def _stands(X, rows, columns, rho0):
     rows and most of its columns "favour" it (their count over the block's other side likelier at the
     block's density than at ``rho0``, log-likelihood ratio > 0). A block that fails was made heavy by a few
     stray members."""
-    rho = _block_density(X, rows, columns)
+    block = X[np.flatnonzero(rows)][:, np.flatnonzero(columns)]
+    rho = block.sum() / (block.shape[0] * block.shape[1])
     if rho <= rho0:
         return False
-    row_counts, column_counts = _side_counts(X, rows, columns)
-    return bool(_favouring(row_counts[rows], columns.sum(), rho, rho0).mean() >= 0.5
-                and _favouring(column_counts[columns], rows.sum(), rho, rho0).mean() >= 0.5)
+    row_counts, column_counts = np.asarray(block.sum(axis=1)).ravel(), np.asarray(block.sum(axis=0)).ravel()
+    return bool(_favouring(row_counts, block.shape[1], rho, rho0).mean() >= 0.5
+                and _favouring(column_counts, block.shape[0], rho, rho0).mean() >= 0.5)
 
 
 def _refine(X, rows, columns, rho0, z_min, outsiders):
