@@ -5,6 +5,7 @@ from scipy.special import gammaln
 from scipy.stats import nbinom
 from sklearn.metrics import adjusted_rand_score
 
+from conjoined.datasets import make_marques_like
 from conjoined.extract import (
     POOLING_SHAPES,
     Biclusters,
@@ -13,11 +14,13 @@ from conjoined.extract import (
     _heavy_against,
     _heavy_blocks,
     _heavy_fixed_point,
+    _item_depths,
     _level_shape,
     _levelled_background,
     _merge_candidates,
     _negative_binomial_gain,
     _pooled_heavy_densities,
+    _signed_root_deviance,
     extract_biclusters,
     refine_partition,
     topic_parameters,
@@ -179,6 +182,69 @@ def test_significance_rule_with_gene_levels_finds_the_raised_blocks_only():
     assert len(uniform.pairs) == 7
     assert uniform.rows[:, :20].all()
     assert (uniform.columns.sum(axis=1)[uniform.rows.sum(axis=1) == 20] == 40).all()
+
+
+def test_item_depths_are_one_for_poisson_items_and_left_out_per_cluster_otherwise():
+    rng = np.random.default_rng(3)
+    labels = np.repeat([0, 1, -1], [150, 150, 2])
+    background = np.array([[1.0, 1.0, 2.0], [1.0, 3.0, 1.0]])
+    reference = np.array([[True, True, False], [True, False, True]])  # (0, 2) and (1, 1) are heavy
+    n_other = np.array([10.0, 20.0, 5.0])
+    means = background[np.where(labels >= 0, labels, 0)] * n_other
+    depths, shapes = _item_depths(rng.poisson(means).astype(float), labels, background, reference, n_other)
+    np.testing.assert_array_equal(depths, 1.0)
+    assert np.isinf(shapes).all()
+    # Items ten-fold apart in depth: each entry (i, l) is the Gamma posterior of item i's depth from its
+    # reference counts outside cluster l, under the shape fitted to all items' reference totals.
+    aggregated = rng.poisson(means * rng.gamma(2.0, 0.5, labels.size)[:, None]).astype(float)
+    depths, shapes = _item_depths(aggregated, labels, background, reference, n_other)
+    on = reference[np.where(labels >= 0, labels, 0)] & (labels >= 0)[:, None]
+    counts, expected = np.where(on, aggregated, 0), np.where(on, means, 0)
+    s = _level_shape(counts.sum(axis=1), expected.sum(axis=1))
+    assert np.isfinite(s)
+    i = 7  # cluster 0: reference on clusters 0 and 1
+    np.testing.assert_allclose(shapes[i], [s + counts[i, 1], s + counts[i, 0], s + counts[i, :2].sum()])
+    np.testing.assert_allclose(depths[i], shapes[i] / (s + np.array([expected[i, 1], expected[i, 0],
+                                                                     expected[i, :2].sum()])))
+    np.testing.assert_array_equal(depths[-2:], 1.0)
+    assert np.isinf(shapes[-2:]).all()
+
+
+def test_negative_binomial_deviance_is_the_likelihood_ratio_and_poisson_at_infinite_shape():
+    counts, expected = np.array([0.0, 3.0, 12.0, 40.0]), np.array([4.0, 3.0, 5.0, 20.0])
+    poisson = _signed_root_deviance(counts, expected, np.inf)
+    np.testing.assert_allclose(poisson ** 2, 2 * (counts * np.log(np.where(counts > 0, counts / expected, 1))
+                                                  - (counts - expected)))
+    r = 6.0
+
+    def log_pmf(mean):
+        return nbinom.logpmf(counts, r, r / (r + mean))
+
+    z = _signed_root_deviance(counts, expected, np.full(4, r))
+    np.testing.assert_allclose(z ** 2, 2 * (log_pmf(counts) - log_pmf(expected)), atol=1e-12)
+    np.testing.assert_array_equal(np.sign(z), np.sign(counts - expected))
+    # an uncertain depth widens what counts as raised
+    assert (z[2:] < poisson[2:]).all()
+    np.testing.assert_allclose(_signed_root_deviance(counts, expected, np.full(4, 1e9)), poisson, rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_significance_rule_with_gene_depths_lets_no_deep_gene_join(seed, monkeypatch):
+    # Genes of lognormal depths (a factor e^2 either way is common) in four modules, each raised eight-fold in
+    # its own cell type, read with their true partitions: the biclusters are exactly the four modules x cell
+    # types. Judged at its cluster's level instead of its own depth, a deep gene of one module stands out in
+    # every cell type, and the biclusters take 24-39 genes of the other modules (up to 15 each).
+    X, rows, cols = make_marques_like(300, 120, density=0.2, n_row_clusters=4, n_col_clusters=4, random_state=seed,
+                                      dispersion=50.0)
+    counts = _counts_at_labels(X, rows, cols, 4, 4)
+    found = extract_biclusters(X, counts, row_labels=rows, column_labels=cols)
+    assert _as_sets(found) == {(tuple(np.flatnonzero(rows == k)), tuple(np.flatnonzero(cols == k)))
+                               for k in range(4)}
+    monkeypatch.setattr("conjoined.extract._item_depths",
+                        lambda aggregated, *rest: (np.ones(aggregated.shape), np.full(aggregated.shape, np.inf)))
+    at_levels = extract_biclusters(X, counts, row_labels=rows, column_labels=cols)
+    joiners = [(r & (rows != k)).sum() for r, (k, _) in zip(at_levels.rows, at_levels.pairs)]
+    assert sum(joiners) >= 20
 
 
 def test_levels_are_fitted_only_where_the_light_blocks_demand_them():
