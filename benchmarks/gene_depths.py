@@ -26,16 +26,24 @@ from conjoined.reassign import TokenCounts
 N_MODULES, N_CELL_TYPES = 20, 13
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def draws(doc, argv=None):
+    """Parse ``--draws`` and ``--shape`` (a script's options, ``doc`` its docstring) and yield
+    ``(seed, X, genes, cells)`` for draws 0, 1, ... of ``make_marques_like`` at that shape."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--draws", type=int, default=3)
     parser.add_argument("--shape", type=int, nargs=2, default=(2000, 800), metavar=("GENES", "CELLS"))
     args = parser.parse_args(argv)
-    n_genes, n_cells = args.shape
-    print(f"{n_genes} genes x {n_cells} cells, {N_MODULES} modules, {N_CELL_TYPES} cell types, true partitions")
     for seed in range(args.draws):
-        X, genes, cells = make_marques_like(n_genes, n_cells, n_row_clusters=N_MODULES,
-                                            n_col_clusters=N_CELL_TYPES, random_state=seed)
+        yield (seed, *make_marques_like(*args.shape, n_row_clusters=N_MODULES, n_col_clusters=N_CELL_TYPES,
+                                        random_state=seed))
+
+
+def main(argv=None):
+    for seed, X, genes, cells in draws(__doc__, argv):
+        n_genes, n_cells = X.shape
+        if seed == 0:
+            print(f"{n_genes} genes x {n_cells} cells, {N_MODULES} modules, {N_CELL_TYPES} cell types, "
+                  "true partitions")
         truth = (np.array([genes == k for k in range(N_MODULES)]),
                  np.array([cells == k % N_CELL_TYPES for k in range(N_MODULES)]))
         # the significance rule reads the partitions, not the token counts: empty ones of the right shapes

@@ -87,6 +87,29 @@ def test_same_seed_same_result_whatever_threads(monkeypatch):
     np.testing.assert_array_equal(g1.log_posterior_trace_, g2.log_posterior_trace_)
 
 
+def test_fractional_counts_on_the_grid_are_summed_exactly_whatever_threads(monkeypatch):
+    # counts tempered by a dispersion (conjoined.cdp) are multiples of 1/1024: their sums do not depend on the
+    # order in which threads add them, so the chain is the same on 1 and 2 threads
+    monkeypatch.setattr(backends, "PARALLEL_MIN_WORK", 0)
+    X, z = multinomial_mixture(5, n=400)
+    tempered = sp.csr_matrix(X * (np.arange(1, 101) % 7 + 300) / 1024)
+    for prior in (conjoined.Multinomial(), conjoined.PoissonGamma()):
+        runs = [conjoined.DPMM(prior=prior, n_iter=30, random_state=2, n_jobs=j).fit(tempered) for j in (1, 2)]
+        np.testing.assert_array_equal(runs[0].labels_trace_, runs[1].labels_trace_)
+        np.testing.assert_array_equal(runs[0].log_posterior_trace_, runs[1].log_posterior_trace_)
+    assert normalized_mutual_info_score(z, runs[0].labels_) >= 0.9
+
+
+def test_fractional_counts_have_the_count_marginal_of_real_arguments():
+    stats = SufficientStats(np.array([3.0]), np.array([[0.5, 2.25, 0.0]]))
+    beta, shape, rate = 0.7, 1.3, 0.4
+    expected = gammaln(3 * beta) - gammaln(3 * beta + 2.75) + np.sum(gammaln(beta + stats.s1) - gammaln(beta))
+    assert conjoined.Multinomial(beta).log_marginal(stats)[0] == pytest.approx(expected)
+    expected = np.sum(shape * np.log(rate) - gammaln(shape) + gammaln(shape + stats.s1)
+                      - (shape + stats.s1) * np.log(rate + 3.0))
+    assert conjoined.PoissonGamma(shape, rate).log_marginal(stats)[0] == pytest.approx(expected)
+
+
 def test_dense_and_sparse_input_give_the_same_chain():
     X, _ = multinomial_mixture(4, n=120)
     dense = conjoined.DPMM(n_iter=20, random_state=1).fit(X)
@@ -324,7 +347,7 @@ def test_log_dirichlet_is_finite_for_tiny_concentrations():
 @pytest.mark.parametrize("X, params, message", [
     (np.array([[1.0, -2.0], [3.0, 4.0]]), dict(prior=conjoined.Multinomial()), "negative"),
     (np.array([[1.0, np.nan], [3.0, 4.0]]), {}, "non-finite"),
-    (np.array([[1.5, 2.0], [3.0, 4.0]]), dict(prior=conjoined.PoissonGamma()), "integer"),
+    (np.array([[1.3, 2.0], [3.0, 4.0]]), dict(prior=conjoined.PoissonGamma()), "multiples of 1/1024"),
     (np.zeros((0, 3)), {}, "empty"),
     (np.array([1.0, 2.0, 3.0]), {}, "2-dimensional"),
     (np.ones((4, 2)), dict(alpha=0.0), "alpha"),

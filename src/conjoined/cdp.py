@@ -4,7 +4,8 @@ Pipeline:
 
 1. a DP mixture clusters the rows (points in column space) and one clusters the columns;
 2. ``n_rounds`` conjoined rounds: each side is re-clustered on the matrix aggregated by the other side's current
-   clusters (rows x K_c sums, columns x K_r sums), a low-noise view shaped by the other side;
+   clusters (rows x K_c sums, columns x K_r sums), a low-noise view shaped by the other side; from the second
+   round on, a multinomial side's over-dispersed features are divided by their dispersion (``dispersion``);
 3. K on each side: the most frequent number of clusters over the post-warm-up iterations of the last run; the
    labels are those of the last iteration with that K;
 4. token reassignment: each token starts at (row label, column label) and is resampled by the collapsed Gibbs
@@ -32,11 +33,13 @@ from ._progress import progress_bar
 from ._validation import check_bool, check_int, check_matrix, check_positive, check_verbose, line_totals
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.estimator import resolve_n_jobs, seed_sequence
+from .dpmm.priors import COUNT_GRID
 from .extract import BACKGROUNDS, check_thresholds, extract_biclusters, refine_partition, topic_parameters
 from .reassign import check_token_total, reassign_tokens
 
 LIKELIHOODS = ("poisson", "multinomial")
 MODES = ("conjoined", "paper")
+DISPERSIONS = ("auto", "none")
 
 
 _HASH_MULTIPLIER = 2654435761
@@ -67,6 +70,49 @@ def _aggregate(X, labels, n_clusters):
         (np.ones(keep.sum()), (np.flatnonzero(keep), labels[keep])), shape=(X.shape[1], n_clusters)
     )
     return sp.csr_matrix(X @ indicator)
+
+
+def feature_dispersion(aggregated, labels, likelihood):
+    """Over-dispersion of each feature of ``aggregated`` within the clusters ``labels``, 1 where it is noise.
+
+    ``aggregated`` (n, d) holds counts, ``labels`` (n,) the points' clusters. Under the mixture's likelihood a
+    point's count of feature f has mean ``m = t_i p_kf`` (cluster k's share of its total t_i for "multinomial";
+    the cluster's mean count, t_i = 1, for "poisson"). The dispersion of f is Pearson's statistic
+    ``X2_f = sum_i (x_if - m_if)^2 / m_if`` over its degrees of freedom n - K: about 1 for Poisson (multinomial)
+    counts, larger for over-dispersed ones (a negative binomial's 1 + m / size). It is kept where X2_f exceeds
+    n - K by five standard deviations of the statistic under Poisson counts (variance ``sum_i 2 + 1 / m_if``,
+    the second term dominating sparse counts), and is 1 elsewhere. Returns (d,) floats >= 1.
+    """
+    aggregated = sp.csr_matrix(aggregated, dtype=np.float64)
+    n, d = aggregated.shape
+    _, z = np.unique(labels, return_inverse=True)
+    K = int(z.max()) + 1
+    totals = np.asarray(aggregated.sum(axis=1)).ravel() if likelihood == "multinomial" else np.ones(n)
+    member = sp.csr_matrix((np.ones(n), (np.arange(n), z)), shape=(n, K))
+    sums = np.asarray((member.T @ aggregated).todense())  # (K, d)
+    cluster_totals = (member.T @ totals)[:, None]
+    share = np.divide(sums, cluster_totals, out=np.zeros((K, d)), where=cluster_totals > 0)
+    counts = aggregated.tocoo()
+    expected = totals[counts.row] * share[z[counts.row], counts.col]
+    pearson = np.bincount(counts.col, weights=counts.data**2 / expected, minlength=d) - sums.sum(axis=0)
+    # Points whose expected count is 0 have count 0 and add nothing to the statistic or its variance.
+    observed = totals > 0
+    points = (member.T @ observed)[:, None] * (share > 0)
+    inverse_totals = member.T @ np.divide(1.0, totals, out=np.zeros(n), where=observed)
+    inverse_share = np.divide(1.0, share, out=np.zeros((K, d)), where=share > 0)
+    variance = 2.0 * points.sum(axis=0) + inverse_totals @ inverse_share
+    df = max(n - K, 1)
+    raised = pearson - df > 5.0 * np.sqrt(variance)
+    return np.where(raised, pearson / df, 1.0)
+
+
+def _tempered(aggregated, dispersion):
+    """``aggregated`` with each feature's counts divided by its dispersion (a quasi-likelihood: the mixture weighs
+    an over-dispersed feature's evidence as much as it is worth), on the 1/1024 grid the count priors take."""
+    weights = np.maximum(np.round(COUNT_GRID / dispersion), 1.0) / COUNT_GRID
+    if np.all(weights == 1.0):
+        return aggregated
+    return sp.csr_matrix(aggregated @ sp.diags(weights))
 
 
 def _k_posterior(dpmm):
@@ -140,6 +186,16 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         The significance rule's background: "auto" gives it a level for each row and column cluster when the
         data demand them (they do not on the paper's simulations); "uniform" keeps the paper's one density, for
         comparison.
+    dispersion : {"auto", "none"}, default="auto"
+        Over-dispersion in the conjoined rounds. Profiles such as single-cell reads vary more than multinomial
+        noise allows, and a mixture then cuts a cluster (a cell type) into pieces that differ by that excess
+        alone. With "auto", on a side with the multinomial likelihood, every conjoined round after the first
+        divides each feature of the aggregated matrix (one of the other side's clusters) by its dispersion
+        within the side's current clusters, where the data show one (``feature_dispersion``): a
+        quasi-likelihood, which weighs each feature's evidence at what it is worth. Counts within multinomial
+        noise, as in the paper's simulations, are left as they are, and so is a side with the Poisson
+        likelihood, which is chosen to see how much each point counts. "none" keeps the likelihoods as they
+        are.
     refine : bool, default=True
         Before the significance rule, refine the row and column partitions under the block model it assumes
         (heavy blocks at their densities, pooled by empirical Bayes, background elsewhere; soft EM, rows then
@@ -181,6 +237,9 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     bicluster_pairs_ : (n_biclusters, 2) the (k, l) of each bicluster (indices of ``block_row_labels_``,
         ``block_column_labels_``); bicluster_strength_ : (n_biclusters,).
     row_k_posterior_, column_k_posterior_ : dict {K: posterior probability}.
+    row_dispersion_, column_dispersion_ : (n_features,) floats or None, the dispersions that divided the features
+        of the last row and column mixtures (the other side's clusters of that round; 1: left as they are); None
+        without conjoined rounds.
     row_dpmm_, column_dpmm_ : the last fitted DPMM of each side, with its traces.
     token_counts_ : TokenCounts (n_kl, n_ik, n_jl) after the reassignment.
     """
@@ -188,8 +247,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",
                  row_beta=1.0, column_beta=1.0, n_iter=150, n_rounds=2, n_reassign=20, a_r=0.1, a_c=0.1,
                  lam=0.1, reassign_method="gibbs", extraction="significance", z_min=None, min_size=None,
-                 background="auto", refine=True, mode="conjoined", random_state=None, n_jobs=None, verbose=False,
-                 n_shards=16, backend="local", client=None, address=None, checkpoint=None):
+                 background="auto", dispersion="auto", refine=True, mode="conjoined", random_state=None,
+                 n_jobs=None, verbose=False, n_shards=16, backend="local", client=None, address=None, checkpoint=None):
         self.row_alpha = row_alpha
         self.column_alpha = column_alpha
         self.row_likelihood = row_likelihood
@@ -207,6 +266,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         self.z_min = z_min
         self.min_size = min_size
         self.background = background
+        self.dispersion = dispersion
         self.refine = refine
         self.mode = mode
         self.random_state = random_state
@@ -234,7 +294,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
             raise ValueError(f"checkpoint must be None or a folder's path (not a file), got {self.checkpoint!r}")
         for name, allowed in (("row_likelihood", LIKELIHOODS), ("column_likelihood", LIKELIHOODS),
                               ("mode", MODES), ("reassign_method", ("gibbs", "paper-code")),
-                              ("extraction", ("significance", "paper-code")), ("background", BACKGROUNDS)):
+                              ("extraction", ("significance", "paper-code")), ("background", BACKGROUNDS),
+                              ("dispersion", DISPERSIONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
@@ -243,6 +304,22 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         likelihood = "multinomial" if paper else getattr(self, f"{side}_likelihood")
         beta = getattr(self, f"{side}_beta")
         return Multinomial(beta=beta) if likelihood == "multinomial" else PoissonGamma(shape=beta)
+
+    def _dispersion(self, aggregated, labels, side, round_):
+        """(n_features,) dispersion of each feature of a side's aggregated matrix in conjoined round ``round_``,
+        at the side's current partition ``labels``.
+
+        Ones in the first round, on a side with the Poisson likelihood and with ``dispersion="none"``. The first
+        round's partitions are the finest estimates of the structure: missed structure (a block merged into
+        another cluster) inflates a feature's dispersion as much as noise does, and tempering would then hide
+        it for good; a partition cut finer than the truth only lowers the estimate. Under the Poisson
+        likelihood, points of one cluster that differ in depth (genes, words) inflate it too, and that is what
+        the Poisson likelihood is chosen to see.
+        """
+        likelihood = getattr(self, f"{side}_likelihood")
+        if self.dispersion == "none" or round_ == 0 or likelihood == "poisson":
+            return np.ones(aggregated.shape[1])
+        return feature_dispersion(aggregated, labels, likelihood)
 
     def _dpmm(self, side, seed):
         checkpoint = None
@@ -283,11 +360,17 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         row_dpmm = self._dpmm("row", next(dpmm_seeds)).fit(core)
         column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(sp.csr_matrix(core.T))
         rounds = 0 if self.mode == "paper" else self.n_rounds
-        for _ in range(rounds):
+        row_dispersion = column_dispersion = None
+        row_labels, K_r, _ = _select_labels(row_dpmm)
+        for round_ in range(rounds):
             col_labels, K_c, _ = _select_labels(column_dpmm)
-            row_dpmm = self._dpmm("row", next(dpmm_seeds)).fit(_aggregate(core, col_labels, K_c))
+            aggregated = _aggregate(core, col_labels, K_c)
+            row_dispersion = self._dispersion(aggregated, row_labels, "row", round_)
+            row_dpmm = self._dpmm("row", next(dpmm_seeds)).fit(_tempered(aggregated, row_dispersion))
             row_labels, K_r, _ = _select_labels(row_dpmm)
-            column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(_aggregate(core.T.tocsr(), row_labels, K_r))
+            aggregated = _aggregate(core.T.tocsr(), row_labels, K_r)
+            column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
+            column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(_tempered(aggregated, column_dispersion))
         row_labels, K_r, row_k_post = _select_labels(row_dpmm)
         col_labels, K_c, col_k_post = _select_labels(column_dpmm)
 
@@ -327,6 +410,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         self.bicluster_pairs_ = found.pairs
         self.bicluster_strength_ = found.strength
         self.row_k_posterior_, self.column_k_posterior_ = row_k_post, col_k_post
+        self.row_dispersion_, self.column_dispersion_ = row_dispersion, column_dispersion
         self.row_dpmm_, self.column_dpmm_ = row_dpmm, column_dpmm
         self.token_counts_ = counts
         self.n_features_in_ = n_cols

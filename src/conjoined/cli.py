@@ -56,7 +56,7 @@ import scipy.sparse as sp
 
 from . import __version__
 from ._validation import check_matrix
-from .cdp import LIKELIHOODS, MODES, ConjoinedDirichletProcess
+from .cdp import DISPERSIONS, LIKELIHOODS, MODES, ConjoinedDirichletProcess
 from .datasets import CDP_CASES, make_cdp_case
 from .dpmm.estimator import BACKENDS
 from .extract import BACKGROUNDS, DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
@@ -141,6 +141,13 @@ def _estimator_options(parser):
     add("--column-beta", "column_beta", "prior of the column likelihood", type=float, metavar="B")
     add("--n-iter", "n_iter", "iterations of every DP mixture run", type=int, metavar="N")
     add("--n-rounds", "n_rounds", "conjoined rounds after the independent runs", type=int, metavar="N")
+    add(
+        "--dispersion",
+        "dispersion",
+        "'auto' divides over-dispersed counts by their dispersion in the later conjoined rounds (a "
+        "quasi-likelihood, for single-cell-like counts), 'none' keeps the mixtures' likelihoods as they are",
+        choices=DISPERSIONS,
+    )
     add("--n-reassign", "n_reassign", "sweeps of the token reassignment", type=int, metavar="N")
     add("--mode", "mode", "'paper' runs the published pipeline", choices=MODES)
     add(

@@ -74,8 +74,14 @@ def sample_log_dirichlet(rng, concentration):
     return kernels.log_dirichlet_rows(rng, rows).reshape(a.shape)
 
 
+# Count data may be fractional on this grid (e.g. counts tempered by a dispersion, ``conjoined.cdp``): sums of
+# multiples of 1/1024 are exact in float64, so statistics summed in any order (threads, workers) agree bit for bit.
+COUNT_GRID = 1024
+
+
 class CountPrior:
-    """Shared behaviour of the priors for non-negative integer data (sparse-friendly)."""
+    """Shared behaviour of the priors for count data (sparse-friendly): non-negative integers, or fractional
+    counts that are multiples of 1/1024 (``COUNT_GRID``), whose formulas are the same with lgamma of reals."""
 
     kind = "counts"
 
@@ -83,8 +89,12 @@ class CountPrior:
         values = X.data if sp.issparse(X) else X
         if np.any(values < 0):
             raise ValueError(f"{type(self).__name__} prior needs non-negative counts; X has negative values")
-        if np.any(values != np.round(values)):
-            raise ValueError(f"{type(self).__name__} prior needs integer counts; X has non-integer values")
+        if np.any(values * COUNT_GRID != np.round(values * COUNT_GRID)):
+            raise ValueError(
+                f"{type(self).__name__} prior needs counts: integers, or fractions that are multiples of "
+                f"1/{COUNT_GRID} (their sums are exact in any order); X has other non-integer values "
+                f"(np.round(X * {COUNT_GRID}) / {COUNT_GRID} puts them on that grid)"
+            )
 
     def fitted(self, X):
         """A copy with data-based defaults filled in (see each prior's docstring); ValueError if X is all zeros."""
