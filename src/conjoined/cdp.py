@@ -361,17 +361,16 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(sp.csr_matrix(core.T))
         rounds = 0 if self.mode == "paper" else self.n_rounds
         row_dispersion = column_dispersion = None
-        row_labels, K_r, _ = _select_labels(row_dpmm)
+        row_labels, K_r, row_k_post = _select_labels(row_dpmm)
         for round_ in range(rounds):
             col_labels, K_c, _ = _select_labels(column_dpmm)
             aggregated = _aggregate(core, col_labels, K_c)
             row_dispersion = self._dispersion(aggregated, row_labels, "row", round_)
             row_dpmm = self._dpmm("row", next(dpmm_seeds)).fit(_tempered(aggregated, row_dispersion))
-            row_labels, K_r, _ = _select_labels(row_dpmm)
+            row_labels, K_r, row_k_post = _select_labels(row_dpmm)
             aggregated = _aggregate(core.T.tocsr(), row_labels, K_r)
             column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
             column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(_tempered(aggregated, column_dispersion))
-        row_labels, K_r, row_k_post = _select_labels(row_dpmm)
         col_labels, K_c, col_k_post = _select_labels(column_dpmm)
 
         bar = progress_bar(self.n_reassign, "token reassignment", self.verbose)
