@@ -9,7 +9,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import conjoined
 from conjoined import CDP, ConjoinedDirichletProcess
-from conjoined.cdp import feature_dispersion
+from conjoined.cdp import feature_dispersion, point_dispersion
 from conjoined.datasets import make_cdp_case, make_marques_like
 from conjoined.metrics import jaccard_score
 
@@ -128,6 +128,23 @@ def test_feature_dispersion_is_pearsons_statistic_over_its_degrees_of_freedom():
     assert found[2] == 1.0
 
 
+def test_point_dispersion_is_the_dirichlet_multinomials():
+    # points of totals 5-400 drawn from a Dirichlet-multinomial of concentration s around two cluster profiles:
+    # Pearson's statistic of a point of total t is inflated by 1 + (t - 1) / (1 + s)
+    rng = np.random.default_rng(0)
+    labels = np.arange(3000) % 2
+    profiles = np.array([[0.4, 0.3, 0.2, 0.05, 0.05], [0.1, 0.1, 0.2, 0.3, 0.3]])
+    totals = rng.integers(5, 400, size=3000)
+    for concentration in (9.0, 49.0):
+        shares = np.array([rng.dirichlet(concentration * profiles[k]) for k in labels])
+        X = sp.csr_matrix(np.array([rng.multinomial(t, share) for t, share in zip(totals, shares)]))
+        found = point_dispersion(X, labels)
+        np.testing.assert_allclose(found, 1 + (totals - 1) / (1 + concentration), rtol=0.05)
+    # multinomial draws: noise, so ones
+    X = np.array([rng.multinomial(t, profiles[k]) for t, k in zip(totals, labels)])
+    np.testing.assert_array_equal(point_dispersion(X, labels), 1.0)
+
+
 def test_over_dispersed_cells_are_not_cut_into_pieces():
     # single-cell-like counts (negative binomial, size 0.5): without the dispersion the cell mixture cuts the
     # 8 cell types into 24 pieces (ARI 0.53); tempered, it finds them (measured: 10 clusters, ARI 0.99)
@@ -137,7 +154,13 @@ def test_over_dispersed_cells_are_not_cut_into_pieces():
     tempered = CDP(**params).fit(X)
     assert adjusted_rand_score(cells, plain.column_labels_) < 0.6
     assert adjusted_rand_score(cells, tempered.column_labels_) > 0.95
-    assert np.all(plain.column_dispersion_ == 1.0) and np.median(tempered.column_dispersion_) > 1.3
+    assert np.all(plain.column_dispersion_ == 1.0) and tempered.column_dispersion_.max() > 2
+    assert np.all(plain.row_point_dispersion_ == 1.0)
+    # genes' depths differ (lognormal): a gene's share of the dispersion grows with its total, about 1 on average
+    totals = np.asarray(X.sum(axis=1)).ravel()
+    order = np.argsort(totals, kind="stable")
+    assert np.all(np.diff(tempered.row_point_dispersion_[order]) >= 0)
+    assert tempered.row_point_dispersion_.mean() == pytest.approx(1.0) and tempered.row_point_dispersion_.max() > 3
 
 
 def test_counts_within_multinomial_noise_are_not_tempered():
@@ -146,10 +169,12 @@ def test_counts_within_multinomial_noise_are_not_tempered():
     auto = CDP(**params).fit(X)
     none = CDP(dispersion="none", **params).fit(X)
     assert np.all(auto.row_dispersion_ == 1.0) and np.all(auto.column_dispersion_ == 1.0)
+    assert np.all(auto.row_point_dispersion_ == 1.0) and np.all(auto.column_point_dispersion_ == 1.0)
     np.testing.assert_array_equal(auto.rows_, none.rows_)
     np.testing.assert_array_equal(auto.row_labels_, none.row_labels_)
     np.testing.assert_array_equal(auto.column_labels_, none.column_labels_)
-    assert CDP(mode="paper", n_iter=20, random_state=0).fit(X).row_dispersion_ is None
+    paper = CDP(mode="paper", n_iter=20, random_state=0).fit(X)
+    assert paper.row_dispersion_ is None and paper.column_point_dispersion_ is None
 
 
 @pytest.mark.parametrize("X, params, message", [

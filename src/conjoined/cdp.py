@@ -5,7 +5,8 @@ Pipeline:
 1. a DP mixture clusters the rows (points in column space) and one clusters the columns;
 2. ``n_rounds`` conjoined rounds: each side is re-clustered on the matrix aggregated by the other side's current
    clusters (rows x K_c sums, columns x K_r sums), a low-noise view shaped by the other side; from the second
-   round on, a multinomial side's over-dispersed features are divided by their dispersion (``dispersion``);
+   round on, a multinomial side's over-dispersed features are divided by their dispersion, of which deep
+   points take a larger share (``dispersion``);
 3. K on each side: the most frequent number of clusters over the post-warm-up iterations of the last run; the
    labels are those of the last iteration with that K;
 4. token reassignment: each token starts at (row label, column label) and is resampled by the collapsed Gibbs
@@ -40,6 +41,7 @@ from .reassign import check_token_total, reassign_tokens
 LIKELIHOODS = ("poisson", "multinomial")
 MODES = ("conjoined", "paper")
 DISPERSIONS = ("auto", "none")
+POINT_DISPERSION_ITERATIONS = 5
 
 
 _HASH_MULTIPLIER = 2654435761
@@ -72,6 +74,20 @@ def _aggregate(X, labels, n_clusters):
     return sp.csr_matrix(X @ indicator)
 
 
+def _cluster_shares(aggregated, labels, totals):
+    """``(z, K, member, sums, share)``: the points' cluster indices (n,) and K, the (n, K) membership matrix, the
+    clusters' feature sums (K, d) and each cluster's share of each feature (K, d), ``totals`` weighing the
+    points (their totals for a multinomial profile, ones for a Poisson mean)."""
+    n, d = aggregated.shape
+    _, z = np.unique(labels, return_inverse=True)
+    K = int(z.max()) + 1
+    member = sp.csr_matrix((np.ones(n), (np.arange(n), z)), shape=(n, K))
+    sums = np.asarray((member.T @ aggregated).todense())  # (K, d)
+    cluster_totals = (member.T @ totals)[:, None]
+    share = np.divide(sums, cluster_totals, out=np.zeros((K, d)), where=cluster_totals > 0)
+    return z, K, member, sums, share
+
+
 def feature_dispersion(aggregated, labels, likelihood):
     """Over-dispersion of each feature of ``aggregated`` within the clusters ``labels``, 1 where it is noise.
 
@@ -85,13 +101,8 @@ def feature_dispersion(aggregated, labels, likelihood):
     """
     aggregated = sp.csr_matrix(aggregated, dtype=np.float64)
     n, d = aggregated.shape
-    _, z = np.unique(labels, return_inverse=True)
-    K = int(z.max()) + 1
     totals = np.asarray(aggregated.sum(axis=1)).ravel() if likelihood == "multinomial" else np.ones(n)
-    member = sp.csr_matrix((np.ones(n), (np.arange(n), z)), shape=(n, K))
-    sums = np.asarray((member.T @ aggregated).todense())  # (K, d)
-    cluster_totals = (member.T @ totals)[:, None]
-    share = np.divide(sums, cluster_totals, out=np.zeros((K, d)), where=cluster_totals > 0)
+    z, K, member, sums, share = _cluster_shares(aggregated, labels, totals)
     counts = aggregated.tocoo()
     expected = totals[counts.row] * share[z[counts.row], counts.col]
     pearson = np.bincount(counts.col, weights=counts.data**2 / expected, minlength=d) - sums.sum(axis=0)
@@ -106,13 +117,59 @@ def feature_dispersion(aggregated, labels, likelihood):
     return np.where(raised, pearson / df, 1.0)
 
 
-def _tempered(aggregated, dispersion):
-    """``aggregated`` with each feature's counts divided by its dispersion (a quasi-likelihood: the mixture weighs
-    an over-dispersed feature's evidence as much as it is worth), on the 1/1024 grid the count priors take."""
-    weights = np.maximum(np.round(COUNT_GRID / dispersion), 1.0) / COUNT_GRID
-    if np.all(weights == 1.0):
+def point_dispersion(aggregated, labels):
+    """Over-dispersion of each point's profile that grows with its total, 1 where the data show none.
+
+    ``aggregated`` (n, d) holds counts, ``labels`` (n,) the points' clusters of a multinomial mixture. A point
+    of total t drawn from a Dirichlet-multinomial around its cluster's profile has Pearson's statistic
+    ``X2_i = sum_f (x_if - t p_kf)^2 / (t p_kf)`` inflated by ``1 + c (t - 1)`` over the multinomial's (c =
+    1 / (1 + concentration)); so does a gene's count summed over a cell cluster when each cell's count is
+    negative binomial: deep points vary more than shallow ones beyond multinomial noise. ``c`` is the weighted
+    least-squares slope of ``X2_i / df_i - 1`` on ``t_i - 1`` (df_i = (d_k - 1)(1 - 1/n_k), d_k the features
+    cluster k has counts in, n_k its size; each point weighted by the inverse variance of its statistic,
+    ``2 df + (sum_f 1/p_kf - d_k^2 - 2 d_k + 2) / t`` times the squared dispersion, iterated), kept where it
+    stands five standard errors above 0. Returns (n,) floats >= 1: ``1 + c (t_i - 1)``.
+    """
+    aggregated = sp.csr_matrix(aggregated, dtype=np.float64)
+    n = aggregated.shape[0]
+    totals = np.asarray(aggregated.sum(axis=1)).ravel()
+    z, _, _, _, share = _cluster_shares(aggregated, labels, totals)
+    counts = aggregated.tocoo()
+    expected = totals[counts.row] * share[z[counts.row], counts.col]
+    pearson = np.bincount(counts.row, weights=counts.data**2 / expected, minlength=n) - totals
+    features = (share > 0).sum(axis=1)
+    inverse_share = np.divide(1.0, share, out=np.zeros(share.shape), where=share > 0).sum(axis=1)
+    sizes = np.bincount(z)
+    df = (features[z] - 1) * (1.0 - 1.0 / sizes[z])
+    counted = (df > 0) & (totals > 0)
+    df, t, pearson = df[counted], totals[counted], pearson[counted]
+    sparse_term = np.maximum(inverse_share - features**2 - 2 * features + 2, 0.0)[z[counted]] / t
+    excess, depth = pearson / df - 1.0, t - 1.0
+    slope, spread = 0.0, np.inf
+    for _ in range(POINT_DISPERSION_ITERATIONS):
+        weight = df**2 / ((2 * df + sparse_term) * (1.0 + slope * depth) ** 2)
+        information = (weight * depth**2).sum()
+        if information <= 0:
+            return np.ones(n)
+        slope = max((weight * excess * depth).sum() / information, 0.0)
+        spread = 1.0 / np.sqrt(information)
+    if slope < 5.0 * spread:
+        return np.ones(n)
+    return 1.0 + slope * np.maximum(totals - 1.0, 0.0)
+
+
+def _tempered(aggregated, point, feature):
+    """``aggregated`` (n, d) with each count of an over-dispersed feature (``feature`` (d,) > 1) divided by its
+    dispersion there, ``feature`` times its point's share ``point`` (n,) (at least 1: counts are never
+    inflated); a quasi-likelihood, the mixture weighs each count's evidence at what it is worth. On the 1/1024
+    grid the count priors take (a non-zero count stays at least 1/1024)."""
+    if np.all(feature == 1.0):
         return aggregated
-    return sp.csr_matrix(aggregated @ sp.diags(weights))
+    counts = sp.csr_matrix(aggregated, dtype=np.float64).tocoo()
+    dispersion = feature[counts.col]
+    dispersion = np.where(dispersion > 1.0, np.maximum(point[counts.row] * dispersion, 1.0), 1.0)
+    values = np.maximum(np.round(counts.data * COUNT_GRID / dispersion), 1.0)
+    return sp.csr_matrix((values / COUNT_GRID, (counts.row, counts.col)), shape=counts.shape)
 
 
 def _k_posterior(dpmm):
@@ -191,11 +248,12 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         noise allows, and a mixture then cuts a cluster (a cell type) into pieces that differ by that excess
         alone. With "auto", on a side with the multinomial likelihood, every conjoined round after the first
         divides each feature of the aggregated matrix (one of the other side's clusters) by its dispersion
-        within the side's current clusters, where the data show one (``feature_dispersion``): a
-        quasi-likelihood, which weighs each feature's evidence at what it is worth. Counts within multinomial
-        noise, as in the paper's simulations, are left as they are, and so is a side with the Poisson
-        likelihood, which is chosen to see how much each point counts. "none" keeps the likelihoods as they
-        are.
+        within the side's current clusters, where the data show one (``feature_dispersion``), spread over the
+        points by their depth where the data show that too (``point_dispersion``: a deep gene's profile varies
+        more than a shallow one's): a quasi-likelihood, which weighs each count's evidence at what it is
+        worth. Counts within multinomial noise, as in the paper's simulations, are left as they are, and so is
+        a side with the Poisson likelihood, which is chosen to see how much each point counts. "none" keeps
+        the likelihoods as they are.
     refine : bool, default=True
         Before the significance rule, refine the row and column partitions under the block model it assumes
         (heavy blocks at their densities, pooled by empirical Bayes, background elsewhere; soft EM, rows then
@@ -237,9 +295,14 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     bicluster_pairs_ : (n_biclusters, 2) the (k, l) of each bicluster (indices of ``block_row_labels_``,
         ``block_column_labels_``); bicluster_strength_ : (n_biclusters,).
     row_k_posterior_, column_k_posterior_ : dict {K: posterior probability}.
-    row_dispersion_, column_dispersion_ : (n_features,) floats or None, the dispersions that divided the features
-        of the last row and column mixtures (the other side's clusters of that round; 1: left as they are); None
+    row_dispersion_, column_dispersion_ : (n_features,) floats or None, the dispersions of the features of the
+        last row and column mixtures (the other side's clusters of that round; 1: left as they are); None
         without conjoined rounds.
+    row_point_dispersion_, column_point_dispersion_ : (n_rows,), (n_cols,) floats or None, each row's (column's)
+        share of those dispersions in the last round (its own over-dispersion over the mean of its side's: a
+        count of an over-dispersed feature was divided by the feature's dispersion times this, at least 1; 1
+        everywhere where the data show no depth effect; NaN for items set aside); None without conjoined
+        rounds.
     row_dpmm_, column_dpmm_ : the last fitted DPMM of each side, with its traces.
     token_counts_ : TokenCounts (n_kl, n_ik, n_jl) after the reassignment.
     """
@@ -306,20 +369,25 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         return Multinomial(beta=beta) if likelihood == "multinomial" else PoissonGamma(shape=beta)
 
     def _dispersion(self, aggregated, labels, side, round_):
-        """(n_features,) dispersion of each feature of a side's aggregated matrix in conjoined round ``round_``,
-        at the side's current partition ``labels``.
+        """``(point (n,), feature (d,))`` dispersions of a side's aggregated matrix (n, d) in conjoined round
+        ``round_``, at the side's current partition ``labels``: each feature's over its points
+        (``feature_dispersion``) and each point's share of it, its own dispersion (``point_dispersion``) over
+        the points' mean. A count is divided by the product (``_tempered``): a deep point's profile varies
+        more than a shallow one's, and a feature's dispersion is their average.
 
         Ones in the first round, on a side with the Poisson likelihood and with ``dispersion="none"``. The first
         round's partitions are the finest estimates of the structure: missed structure (a block merged into
-        another cluster) inflates a feature's dispersion as much as noise does, and tempering would then hide
-        it for good; a partition cut finer than the truth only lowers the estimate. Under the Poisson
-        likelihood, points of one cluster that differ in depth (genes, words) inflate it too, and that is what
-        the Poisson likelihood is chosen to see.
+        another cluster) inflates a dispersion as much as noise does, and tempering would then hide it for
+        good; a partition cut finer than the truth only lowers the estimate. Under the Poisson likelihood,
+        points of one cluster that differ in depth (genes, words) inflate it too, and that is what the Poisson
+        likelihood is chosen to see.
         """
+        n, d = aggregated.shape
         likelihood = getattr(self, f"{side}_likelihood")
         if self.dispersion == "none" or round_ == 0 or likelihood == "poisson":
-            return np.ones(aggregated.shape[1])
-        return feature_dispersion(aggregated, labels, likelihood)
+            return np.ones(n), np.ones(d)
+        point = point_dispersion(aggregated, labels)
+        return point / point.mean(), feature_dispersion(aggregated, labels, likelihood)
 
     def _dpmm(self, side, seed):
         checkpoint = None
@@ -366,11 +434,11 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
             col_labels, K_c, _ = _select_labels(column_dpmm)
             aggregated = _aggregate(core, col_labels, K_c)
             row_dispersion = self._dispersion(aggregated, row_labels, "row", round_)
-            row_dpmm = self._dpmm("row", next(dpmm_seeds)).fit(_tempered(aggregated, row_dispersion))
+            row_dpmm = self._dpmm("row", next(dpmm_seeds)).fit(_tempered(aggregated, *row_dispersion))
             row_labels, K_r, row_k_post = _select_labels(row_dpmm)
             aggregated = _aggregate(core.T.tocsr(), row_labels, K_r)
             column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
-            column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(_tempered(aggregated, column_dispersion))
+            column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(_tempered(aggregated, *column_dispersion))
         col_labels, K_c, col_k_post = _select_labels(column_dpmm)
 
         bar = progress_bar(self.n_reassign, "token reassignment", self.verbose)
@@ -409,7 +477,11 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         self.bicluster_pairs_ = found.pairs
         self.bicluster_strength_ = found.strength
         self.row_k_posterior_, self.column_k_posterior_ = row_k_post, col_k_post
-        self.row_dispersion_, self.column_dispersion_ = row_dispersion, column_dispersion
+        row_point, self.row_dispersion_ = row_dispersion if row_dispersion is not None else (None, None)
+        column_point, self.column_dispersion_ = column_dispersion if column_dispersion is not None else (None, None)
+        self.row_point_dispersion_ = None if row_point is None else _expand(row_point, row_index, n_rows, np.nan)
+        self.column_point_dispersion_ = (None if column_point is None
+                                         else _expand(column_point, col_index, n_cols, np.nan))
         self.row_dpmm_, self.column_dpmm_ = row_dpmm, column_dpmm
         self.token_counts_ = counts
         self.n_features_in_ = n_cols
