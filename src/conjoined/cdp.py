@@ -88,6 +88,14 @@ def _cluster_shares(aggregated, labels, totals):
     return z, K, member, sums, share
 
 
+def _squared_residual_terms(aggregated, z, totals, share):
+    """``(counts, terms)``: the non-zero counts of ``aggregated`` (COO) and each one's ``x^2 / m``, m = t_i p_kf
+    its expected count (``z``, ``totals``, ``share`` as :func:`_cluster_shares` and its caller); summed by
+    feature or by point, less the expected counts' sum, they give Pearson's statistic."""
+    counts = aggregated.tocoo()
+    return counts, counts.data**2 / (totals[counts.row] * share[z[counts.row], counts.col])
+
+
 def feature_dispersion(aggregated, labels, likelihood):
     """Over-dispersion of each feature of ``aggregated`` within the clusters ``labels``, 1 where it is noise.
 
@@ -103,9 +111,8 @@ def feature_dispersion(aggregated, labels, likelihood):
     n, d = aggregated.shape
     totals = np.asarray(aggregated.sum(axis=1)).ravel() if likelihood == "multinomial" else np.ones(n)
     z, K, member, sums, share = _cluster_shares(aggregated, labels, totals)
-    counts = aggregated.tocoo()
-    expected = totals[counts.row] * share[z[counts.row], counts.col]
-    pearson = np.bincount(counts.col, weights=counts.data**2 / expected, minlength=d) - sums.sum(axis=0)
+    counts, terms = _squared_residual_terms(aggregated, z, totals, share)
+    pearson = np.bincount(counts.col, weights=terms, minlength=d) - sums.sum(axis=0)
     # Points whose expected count is 0 have count 0 and add nothing to the statistic or its variance.
     observed = totals > 0
     points = (member.T @ observed)[:, None] * (share > 0)
@@ -134,9 +141,8 @@ def point_dispersion(aggregated, labels):
     n = aggregated.shape[0]
     totals = np.asarray(aggregated.sum(axis=1)).ravel()
     z, _, _, _, share = _cluster_shares(aggregated, labels, totals)
-    counts = aggregated.tocoo()
-    expected = totals[counts.row] * share[z[counts.row], counts.col]
-    pearson = np.bincount(counts.row, weights=counts.data**2 / expected, minlength=n) - totals
+    counts, terms = _squared_residual_terms(aggregated, z, totals, share)
+    pearson = np.bincount(counts.row, weights=terms, minlength=n) - totals
     features = (share > 0).sum(axis=1)
     inverse_share = np.divide(1.0, share, out=np.zeros(share.shape), where=share > 0).sum(axis=1)
     sizes = np.bincount(z)
