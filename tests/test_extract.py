@@ -9,8 +9,10 @@ from conjoined.datasets import make_marques_like
 from conjoined.extract import (
     POOLING_SHAPES,
     Biclusters,
+    _block_profiles,
     _classification_score,
     _cluster_levels,
+    _cluster_sizes,
     _heavy_against,
     _heavy_blocks,
     _heavy_fixed_point,
@@ -20,6 +22,7 @@ from conjoined.extract import (
     _merge_candidates,
     _negative_binomial_gain,
     _pooled_heavy_densities,
+    _profile_em,
     _signed_root_deviance,
     extract_biclusters,
     refine_partition,
@@ -551,6 +554,74 @@ def test_refine_partition_without_heavy_blocks_or_rounds_changes_nothing_and_kee
     refined_rows, _ = refine_partition(X, rows, cols)
     assert refined_rows[-1] == -1 and refined_rows[3] == 0
     np.testing.assert_array_equal(refine_partition(X, rows, cols, n_rounds=0)[0], rows)
+
+
+def _patterns_at_two_depths(seed=0):
+    """60 rows x 30 columns of Poisson counts: three row patterns (rows 20p .. 20p + 19) each raised in one
+    column cluster (columns 10p .. 10p + 9: 8 per cell against 2 elsewhere); in each pattern rows 0-9 are
+    shallow, rows 10-19 six times deeper. Returns (X, patterns, columns' clusters, rows labelled by pattern
+    and depth: 2 x pattern + deep)."""
+    patterns, cols = np.repeat(np.arange(3), 20), np.repeat(np.arange(3), 10)
+    deep = np.tile(np.repeat([0, 1], 10), 3)
+    rate = np.where(patterns[:, None] == cols[None, :], 8.0, 2.0) * np.where(deep, 6.0, 1.0)[:, None]
+    return np.random.default_rng(seed).poisson(rate), patterns, cols, 2 * patterns + deep
+
+
+def test_refine_partition_reads_a_multinomial_side_by_profile_whatever_the_depth():
+    X, patterns, cols, by_depth = _patterns_at_two_depths()
+    # Poisson: a deep cluster and a shallow one differ in every block's density; the depth split stays.
+    poisson_rows, _ = refine_partition(X, by_depth, cols)
+    np.testing.assert_array_equal(poisson_rows, by_depth)
+    # Multinomial: both spread their counts alike over the column clusters (their exposures give them the same
+    # densities), so each pattern's two clusters merge, and the labels' gain pays for it.
+    rows, refined_cols = refine_partition(X, by_depth, cols, row_likelihood="multinomial")
+    assert adjusted_rand_score(patterns, rows) == 1.0
+    np.testing.assert_array_equal(refined_cols, cols)
+    # The EM reads profiles: deep rows started in another pattern's clusters go back to their pattern (to its
+    # shallow or its deep cluster: both have its profile).
+    start = by_depth.copy()
+    start[[10, 11, 30]] = [2, 4, 0]
+    aggregated = X @ (cols[:, None] == np.arange(3)).astype(float)
+    moved = _profile_em(aggregated, start, _block_profiles(X, start, cols, None, 2, axis=0))
+    np.testing.assert_array_equal(moved // 2, patterns)
+    # the same from the columns' side
+    columns, refined_rows = refine_partition(X.T, cols, by_depth, column_likelihood="multinomial")
+    assert adjusted_rand_score(patterns, refined_rows) == 1.0
+    np.testing.assert_array_equal(columns, cols)
+
+
+def test_cluster_sizes_are_members_or_exposures():
+    X = np.array([[1, 1], [3, 3], [10, 0], [0, 2], [5, 5]])
+    labels = np.array([0, 0, 2, 2, -1])
+    # Poisson: member counts; multinomial: the clusters' totals (8 and 12) over the labelled rows' mean (5)
+    np.testing.assert_array_equal(_cluster_sizes(X, labels, np.array([0, 2]), 0, "poisson"), [2, 2])
+    np.testing.assert_allclose(_cluster_sizes(X, labels, np.array([0, 2]), 0, "multinomial"), [8 / 5, 12 / 5])
+    # columns (axis 1): totals 19 and 11 over their mean 15
+    np.testing.assert_allclose(_cluster_sizes(X, np.array([1, 0]), np.array([0, 1]), 1, "multinomial"),
+                               [11 / 15, 19 / 15])
+
+
+def test_block_profiles_are_the_shares_of_each_clusters_expected_counts():
+    # Noise-free: the pattern clusters' profiles are 8, 2, 2 over the column clusters (10 columns each), in
+    # their order, whatever the depth; an empty cluster (label 4 unused) gets the smallest double everywhere.
+    X, patterns, cols, by_depth = _patterns_at_two_depths()
+    rate = np.where(patterns[:, None] == cols[None, :], 8.0, 2.0) * np.where(by_depth % 2, 6.0, 1.0)[:, None]
+    labels = np.where(patterns == 2, 5, patterns)
+    log_profiles = _block_profiles(rate, labels, cols, None, 2, axis=0)
+    expected = np.full((3, 3), 2 / 12)
+    np.fill_diagonal(expected, 8 / 12)
+    np.testing.assert_allclose(np.exp(log_profiles[[0, 1, 5]]), expected, rtol=1e-6)
+    assert (log_profiles[[2, 3, 4]] == np.log(np.finfo(np.float64).tiny)).all()
+    np.testing.assert_allclose(np.exp(_block_profiles(rate.T, cols, labels, None, 2, axis=1)[[0, 1, 5]]),
+                               expected, rtol=1e-6)
+
+
+def test_refine_partition_rejects_an_unknown_likelihood():
+    X, _, cols, by_depth = _patterns_at_two_depths()
+    with pytest.raises(ValueError, match="row_likelihood must be one of"):
+        refine_partition(X, by_depth, cols, row_likelihood="gaussian")
+    with pytest.raises(ValueError, match="column_likelihood must be one of"):
+        refine_partition(X, by_depth, cols, column_likelihood=None)
 
 
 def test_paper_code_rule_by_hand():

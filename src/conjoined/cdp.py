@@ -269,7 +269,10 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         mixture can also set apart a few background rows whose counts are high by chance: their block passes
         the significance test, but not the cost of their labels, and they rejoin the background. It does
         not change ``row_labels_`` and ``column_labels_`` (the mixtures' partitions); the refined partitions
-        are ``block_row_labels_`` and ``block_column_labels_``. Ignored by ``extraction="paper-code"``.
+        are ``block_row_labels_`` and ``block_column_labels_``. A side with ``*_likelihood="multinomial"`` is
+        read by profile, whatever its items' depths (genes, cells, documents); with "poisson", items of a
+        cluster share its densities (``row_likelihood`` and ``column_likelihood`` as given, also with
+        ``mode="paper"``). Ignored by ``extraction="paper-code"``.
     mode : {"conjoined", "paper"}, default="conjoined"
         "paper" forces the published pipeline: independent multinomial mixtures on the raw matrix, no
         conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given.
@@ -460,8 +463,9 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         block_rows, block_cols = row_labels, col_labels
         if self.extraction == "significance":
             if self.refine:
-                block_rows, block_cols = refine_partition(core, row_labels, col_labels, z_min=self.z_min,
-                                                          min_size=self.min_size)
+                block_rows, block_cols = refine_partition(
+                    core, row_labels, col_labels, z_min=self.z_min, min_size=self.min_size,
+                    row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
             found = extract_biclusters(core, counts, rule="significance", row_labels=block_rows,
                                        column_labels=block_cols, z_min=self.z_min, min_size=self.min_size,
                                        background=self.background)

@@ -108,6 +108,8 @@ LEVEL_SHAPES = np.logspace(-9, 4, 131)
 LEVELS_EVIDENCE = 25.0
 LEVEL_ROUNDS = 100
 LEVEL_TOLERANCE = 1e-6
+# How the refinement reads a side: items of one depth (Poisson block model) or of any depth (multinomial profiles).
+REFINE_LIKELIHOODS = ("poisson", "multinomial")
 # Rounds of the search for the heavy blocks and their background.
 FIXED_POINT_ROUNDS = 50
 
@@ -672,29 +674,19 @@ def _light_density(sums, cells, heavy):
     return sums[~heavy].sum() / light_cells if light_cells > 0 else 0.0
 
 
-def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
-    """Soft EM of one side's memberships under the block model, the other side fixed; returns hard labels.
+def _membership_em(labels, n_clusters, log_likelihood, n_iter=50, tol=1e-8):
+    """Soft EM of one side's memberships; returns hard labels (each item's most probable cluster).
 
-    ``aggregated`` (n, L): each item's counts summed over the other side's clusters, which have ``n_other``
-    (L,) members. Item i in cluster k has Poisson counts of rate ``rate[k, l]`` per cell over cluster l:
-    the heavy block's density where (k, l) is heavy (empirical Bayes, pooled towards the other heavy blocks:
-    ``_pooled_heavy_densities``), the shared background density elsewhere; mixing weights are the clusters'
-    shares. Rates and weights are re-estimated from the responsibilities (the borderline items count by their
-    probability, which tempers the optimism of rates estimated from hard members only). Items with label -1
-    stay -1; clusters keep their indices (one may end up empty).
-    """
+    ``labels`` (n,): the starting partition, -1 for items set aside (they stay -1); ``n_clusters``: K, at least
+    ``labels.max() + 1`` (clusters keep their indices; one may end up empty). ``log_likelihood(resp)`` gives
+    the labelled items' log-likelihood (n_labelled, K) under each cluster given their responsibilities
+    ``resp`` (n_labelled, K) (a model may re-estimate its parameters from them); the mixing weights are the
+    clusters' shares of the responsibilities."""
     active = labels >= 0
-    X_a, K = aggregated[active], heavy.shape[0]
-    resp = np.eye(K)[labels[active]]
+    resp = np.eye(n_clusters)[labels[active]]
     for _ in range(n_iter):
-        weight = resp.sum(axis=0)
-        sums = resp.T @ X_a
-        cells = np.outer(weight, n_other)
-        rate = np.where(heavy, _pooled_heavy_densities(sums, cells, heavy), _light_density(sums, cells, heavy))
-        rate = np.where(np.isfinite(rate) & (rate > 0), rate, np.finfo(np.float64).tiny)
         with np.errstate(divide="ignore"):
-            log_post = X_a @ np.log(rate).T - (rate * n_other[None, :]).sum(axis=1)[None, :]
-            log_post += np.log(weight)[None, :]
+            log_post = log_likelihood(resp) + np.log(resp.sum(axis=0))[None, :]
         new = np.exp(log_post - logsumexp(log_post, axis=1, keepdims=True))
         converged = np.abs(new - resp).max() < tol
         resp = new
@@ -705,6 +697,56 @@ def _block_model_em(aggregated, labels, n_other, heavy, n_iter=50, tol=1e-8):
     return out
 
 
+def _block_model_em(aggregated, labels, n_other, heavy):
+    """Soft EM of one side's memberships under the block model, the other side fixed; returns hard labels.
+
+    ``aggregated`` (n, L): each item's counts summed over the other side's clusters, which have ``n_other``
+    (L,) members. Item i in cluster k has Poisson counts of rate ``rate[k, l]`` per cell over cluster l:
+    the heavy block's density where (k, l) is heavy (empirical Bayes, pooled towards the other heavy blocks:
+    ``_pooled_heavy_densities``), the shared background density elsewhere; mixing weights are the clusters'
+    shares. Rates and weights are re-estimated from the responsibilities (the borderline items count by their
+    probability, which tempers the optimism of rates estimated from hard members only). Items with label -1
+    stay -1; clusters keep their indices (one may end up empty).
+    """
+    X_a = aggregated[labels >= 0]
+
+    def log_likelihood(resp):
+        sums = resp.T @ X_a
+        cells = np.outer(resp.sum(axis=0), n_other)
+        rate = np.where(heavy, _pooled_heavy_densities(sums, cells, heavy), _light_density(sums, cells, heavy))
+        rate = np.where(np.isfinite(rate) & (rate > 0), rate, np.finfo(np.float64).tiny)
+        return X_a @ np.log(rate).T - (rate * n_other[None, :]).sum(axis=1)[None, :]
+
+    return _membership_em(labels, heavy.shape[0], log_likelihood)
+
+
+def _block_profiles(X, rows, columns, z_min, min_size, axis):
+    """Log-profiles (K, L) of one side's clusters (rows: ``axis`` 0, columns: 1) over the other side's L
+    clusters, under the significance rule's model with its background levels (``levels=True``): block (k, l)
+    expects ``background[k, l] x cells`` counts, times the heavy block's lift (its total over that, pooled
+    by empirical Bayes across the heavy blocks, :func:`_pooled_heavy_densities`) where it is heavy. Row k of
+    the result is the share of cluster k's expected counts that falls in each other-side cluster: what an item
+    of cluster k spreads its counts over whatever its depth (the cluster's own level cancels). Shares are at
+    least the smallest positive double (an empty cluster has them all there; the EM gives it no weight).
+    Cluster indices are the labels' (0 .. max)."""
+    row_sets, column_sets, heavy, background, _, _ = _heavy_of_partition(X, rows, columns, z_min, min_size,
+                                                                         levels=True)
+    observed = _block_sums(X, row_sets, column_sets)
+    expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
+    means = np.moveaxis(expected * np.where(heavy, _pooled_heavy_densities(observed, expected, heavy), 1.0), axis, 0)
+    shares = means / np.maximum(means.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
+    return np.log(np.maximum(shares, np.finfo(np.float64).tiny))
+
+
+def _profile_em(aggregated, labels, log_profiles):
+    """Soft EM of one side's memberships when items differ in depth (the multinomial likelihood): item i in
+    cluster k has counts ``aggregated[i]`` (over the other side's clusters) multinomial with the cluster's
+    profile, ``exp(log_profiles[k])`` (:func:`_block_profiles`, held fixed; the mixing weights are
+    re-estimated). Returns hard labels; -1 stays -1."""
+    log_likelihood = aggregated[labels >= 0] @ log_profiles.T
+    return _membership_em(labels, log_profiles.shape[0], lambda resp: log_likelihood)
+
+
 def _block_log_likelihood(observed, sizes, heavy, background, pooling):
     """Poisson log-likelihood of the counts of each block, factorials dropped: a heavy block at its posterior-mean
     density under ``pooling`` (``(pooled density, shape)`` of :func:`_pooling`; :func:`_shrunk_densities`), every
@@ -713,14 +755,17 @@ def _block_log_likelihood(observed, sizes, heavy, background, pooling):
     return xlogy(observed, rate) - rate * sizes
 
 
-def _classification_score(observed, n_rows, n_cols, z_min, min_size, initial_density):
+def _classification_score(observed, n_rows, n_cols, z_min, min_size, initial_density, members=None):
     """Classification log-likelihood of a partition under the block model, and its heavy blocks.
 
-    ``observed`` (K_r, K_c): block totals; ``n_rows`` (K_r,), ``n_cols`` (K_c,): cluster sizes (all > 0). The
+    ``observed`` (K_r, K_c): block totals; ``n_rows`` (K_r,), ``n_cols`` (K_c,): cluster sizes (all > 0), in
+    items, or in exposures on a side whose items differ in depth (:func:`_cluster_sizes`); ``members``:
+    ``(rows', columns')`` member counts for the labels' term, the sizes themselves if None. The
     heavy blocks are the significance rule's (:func:`_heavy_of_blocks`); the score is the counts' log-likelihood
     at the densities of the refinement's EM (factorials dropped): the heavy blocks' pooled by empirical Bayes
     (:func:`_pooled_heavy_densities`), one maximum-likelihood density shared by all other blocks; plus the
-    log-probability of the labels at their clusters' shares (``sum n_k log(n_k / n)`` on each side). Returns
+    log-probability of the labels at their clusters' shares (``sum m_k log(m_k / m)`` on each side, m the
+    member counts). Returns
     ``(score, heavy, background density, pooling, z_min)``, ``pooling`` as :func:`_pooling` gives it.
     """
     heavy, _, _, z_min = _heavy_of_blocks(observed, n_rows, n_cols, z_min, min_size, initial_density)
@@ -728,11 +773,11 @@ def _classification_score(observed, n_rows, n_cols, z_min, min_size, initial_den
     background = _light_density(observed, sizes, heavy)
     pooling = _pooling(observed, sizes, heavy)
     score = _block_log_likelihood(observed, sizes, heavy, background, pooling).sum()
-    score += xlogy(n_rows, n_rows / n_rows.sum()).sum() + xlogy(n_cols, n_cols / n_cols.sum()).sum()
+    score += sum(xlogy(m, m / m.sum()).sum() for m in (members or (n_rows, n_cols)))
     return score, heavy, background, pooling, z_min
 
 
-def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_min, min_size):
+def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_min, min_size, members=None):
     """Pairs ``(a, b, gain)`` (arrays), a < b, of one side's clusters ranked by the score's gain from merging
     them: the pairs with a positive gain of which at least one cluster has a heavy block (merging two clusters
     without one could only create a block, and finding blocks is the mixtures' job). ``observed`` (K, L) holds
@@ -740,7 +785,9 @@ def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_mi
     against the current background density, the other blocks keep their heaviness and z_min its level, and the
     heavy blocks' densities are shrunk by the current ``pooling`` (:func:`_pooling`); the background density
     is re-estimated from the light blocks that result (a block that turns light raises it). Where none of that
-    changes, the gain is exact."""
+    changes, the gain is exact. ``n_own``, ``n_other``: cluster sizes, ``members``: this side's member counts,
+    as for :func:`_classification_score`."""
+    members = n_own if members is None else members
     a, b = np.triu_indices(observed.shape[0], k=1)
     carries = heavy.any(axis=1)
     keep = carries[a] | carries[b]
@@ -761,6 +808,7 @@ def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_mi
     for lo in range(0, a.shape[0], chunk):  # (pairs, L) temporaries, a bounded number of values at a time
         first, second = a[lo:lo + chunk], b[lo:lo + chunk]
         merged_observed, merged_n = observed[first] + observed[second], n_own[first] + n_own[second]
+        merged_members = members[first] + members[second]
         merged_sizes = merged_n[:, None] * n_other[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
             z = (merged_observed - background * merged_sizes) / np.sqrt(background * merged_sizes)
@@ -774,7 +822,8 @@ def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_mi
         gain[lo:lo + chunk] = (
             heavy_part(merged_observed, merged_sizes, merged_heavy) - own_heavy[first] - own_heavy[second]
             + xlogy(new_light_observed, new_background) - new_background * new_light_sizes - base
-            + xlogy(merged_n, merged_n) - xlogy(n_own[first], n_own[first]) - xlogy(n_own[second], n_own[second])
+            + xlogy(merged_members, merged_members) - xlogy(members[first], members[first])
+            - xlogy(members[second], members[second])
         )
     order = np.argsort(-gain, kind="stable")
     order = order[gain[order] > 0]
@@ -788,12 +837,12 @@ def _merged(values, a, b):
     return out
 
 
-def _first_merge(observed, n, scored, z_min, min_size, initial_density):
+def _first_merge(observed, n, members, scored, z_min, min_size, initial_density):
     """The first merge of clusters a < b of the rows (axis 0) or the columns (axis 1), in the order of
     :func:`_merge_candidates`, that raises the exact classification score and leaves a heavy block:
-    ``(axis, a, b, merged observed, merged [n_rows, n_cols], merged scored)``, or None if there is none.
-    ``observed`` and ``n = [n_rows, n_cols]`` as for :func:`_classification_score`, ``scored`` what it returns
-    for them."""
+    ``(axis, a, b, merged observed, merged n, merged members, merged scored)``, or None if there is none.
+    ``observed``, ``n = [n_rows, n_cols]`` (sizes) and ``members`` (member counts, likewise) as for
+    :func:`_classification_score`, ``scored`` what it returns for them."""
     score, heavy, background, pooling, z_level = scored
     if not heavy.any():
         return None
@@ -801,42 +850,60 @@ def _first_merge(observed, n, scored, z_min, min_size, initial_density):
         n_own, n_other = n[axis], n[1 - axis]
         side_observed = np.moveaxis(observed, axis, 0)
         for a, b, _ in zip(*_merge_candidates(side_observed, n_own, n_other, np.moveaxis(heavy, axis, 0),
-                                              background, pooling, z_level, min_size)):
+                                              background, pooling, z_level, min_size, members[axis])):
             merged_observed = np.moveaxis(_merged(side_observed, a, b), 0, axis)
-            merged_n = list(n)
+            merged_n, merged_members = list(n), list(members)
             merged_n[axis] = _merged(n_own, a, b)
-            merged_scored = _classification_score(merged_observed, *merged_n, z_min, min_size, initial_density)
+            merged_members[axis] = _merged(members[axis], a, b)
+            merged_scored = _classification_score(merged_observed, *merged_n, z_min, min_size, initial_density,
+                                                  merged_members)
             if merged_scored[0] > score and merged_scored[1].any():
-                return axis, a, b, merged_observed, merged_n, merged_scored
+                return axis, a, b, merged_observed, merged_n, merged_members, merged_scored
     return None
 
 
-def _merge_clusters(X, rows, columns, z_min, min_size):
+def _cluster_sizes(X, labels, ids, axis, likelihood):
+    """Sizes (len(ids),) of one side's clusters ``ids`` (rows: ``axis`` 0, columns: 1) in the block model: their
+    member counts under the Poisson likelihood (items of one depth); under the multinomial likelihood their
+    exposures, each cluster's total count over the mean total of the side's labelled items. With exposures,
+    two clusters whose items spread their counts alike have the same block densities whatever their depths."""
+    members = np.array([(labels == k).sum() for k in ids], dtype=np.float64)
+    if likelihood != "multinomial":
+        return members
+    totals = np.asarray(X.sum(axis=1 - axis)).ravel()
+    return np.bincount(labels[labels >= 0], weights=totals[labels >= 0])[ids] / totals[labels >= 0].mean()
+
+
+def _merge_clusters(X, rows, columns, z_min, min_size, likelihoods):
     """Merge clusters, one pair at a time (:func:`_first_merge`, rows tried before columns), until no candidate
-    merge raises the partition's classification score and leaves a heavy block. Returns new label arrays
-    (labels -1 stay -1; a merged cluster takes the lower index), or None if nothing merged."""
+    merge raises the partition's classification score and leaves a heavy block. ``likelihoods``: (rows',
+    columns') likelihood, which sets what a cluster's size is (:func:`_cluster_sizes`). Returns new label
+    arrays (labels -1 stay -1; a merged cluster takes the lower index), or None if nothing merged."""
     labels = [rows.copy(), columns.copy()]
     ids = [np.unique(side[side >= 0]) for side in labels]
     sets = [_indicator(side, int(side.max()) + 1)[side_ids] for side, side_ids in zip(labels, ids)]
     observed = _block_sums(X, *sets)
-    n = [side_sets.sum(axis=1).astype(np.float64) for side_sets in sets]
+    members = [side_sets.sum(axis=1).astype(np.float64) for side_sets in sets]
+    n = [_cluster_sizes(X, side, side_ids, axis, likelihood)
+         for axis, (side, side_ids, likelihood) in enumerate(zip(labels, ids, likelihoods))]
     initial_density = _overall_density(X)
-    scored = _classification_score(observed, *n, z_min, min_size, initial_density)
+    scored = _classification_score(observed, *n, z_min, min_size, initial_density, members)
     merged_any = False
-    while (merge := _first_merge(observed, n, scored, z_min, min_size, initial_density)) is not None:
-        axis, a, b, observed, n, scored = merge
+    while (merge := _first_merge(observed, n, members, scored, z_min, min_size, initial_density)) is not None:
+        axis, a, b, observed, n, members, scored = merge
         labels[axis][labels[axis] == ids[axis][b]] = ids[axis][a]
         ids[axis] = np.delete(ids[axis], b)
         merged_any = True
     return (labels[0], labels[1]) if merged_any else None
 
 
-def _em_rounds(X, rows, columns, z_min, min_size, n_rounds):
-    """Up to ``n_rounds`` rounds of :func:`_block_model_em` on the rows given the columns, then on the columns
-    given the rows; stops early when a round moves nothing. Returns new label arrays."""
+def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
+    """Up to ``n_rounds`` rounds of EM on the rows given the columns, then on the columns given the rows; stops
+    early when a round moves nothing. ``likelihoods``: (rows', columns') likelihood, "poisson"
+    (:func:`_block_model_em`) or "multinomial" (:func:`_profile_em`). Returns new label arrays."""
     for _ in range(n_rounds):
         before = rows, columns
-        for side in ("rows", "columns"):
+        for axis, (side, likelihood) in enumerate(zip(("rows", "columns"), likelihoods)):
             heavy = _heavy_of_partition(X, rows, columns, z_min, min_size)[2]
             if not heavy.any():
                 break
@@ -852,11 +919,14 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds):
             )
             aggregated = np.asarray((matrix @ indicator).todense())
             n_other = np.bincount(other[keep], minlength=n_other_clusters).astype(np.float64)
-            # clusters beyond the current maximum label have no block row yet: pad heavy to every label
-            n_own = max(int(own.max()) + 1, heavy_side.shape[0])
-            padded = np.zeros((n_own, n_other_clusters), bool)
-            padded[: heavy_side.shape[0]] = heavy_side
-            refined = _block_model_em(aggregated, own, n_other, padded)
+            if likelihood == "multinomial":
+                refined = _profile_em(aggregated, own, _block_profiles(X, rows, columns, z_min, min_size, axis))
+            else:
+                # clusters beyond the current maximum label have no block row yet: pad heavy to every label
+                n_own = max(int(own.max()) + 1, heavy_side.shape[0])
+                padded = np.zeros((n_own, n_other_clusters), bool)
+                padded[: heavy_side.shape[0]] = heavy_side
+                refined = _block_model_em(aggregated, own, n_other, padded)
             if side == "rows":
                 rows = refined
             else:
@@ -866,11 +936,11 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds):
     return rows, columns
 
 
-def _refined(X, rows, columns, z_min, min_size, n_rounds):
+def _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     """:func:`_em_rounds` from (rows, columns), or (rows, columns) themselves when the rounds leave no cluster on
     a side or fewer heavy blocks than they started with."""
     start = _heavy_of_partition(X, rows, columns, z_min, min_size)[2].sum()
-    new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds)
+    new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
     if new_rows.max() < 0 or new_columns.max() < 0:
         return rows, columns
     if _heavy_of_partition(X, new_rows, new_columns, z_min, min_size)[2].sum() < start:
@@ -878,16 +948,24 @@ def _refined(X, rows, columns, z_min, min_size, n_rounds):
     return new_rows, new_columns
 
 
-def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None, n_rounds=10):
+def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None, n_rounds=10,
+                     row_likelihood="poisson", column_likelihood="poisson"):
     """Refine a row and a column partition under the block model behind the significance rule.
 
     The model: every cell of a heavy block (k, l) (as the significance rule finds them) has Poisson counts at
     that block's density, every other cell at one shared background density. The heavy blocks' densities are
     pooled by empirical Bayes: one shared density when they differ by no more than Poisson noise, their own
     when they clearly differ, in between otherwise (a small block's density from its few cells is too noisy to
-    decide its borderline rows alone). The background here is always uniform: the cluster levels that the
-    significance rule gives the background of real data (module docstring) are not part of this model yet, so
-    on such data the refinement sees many blocks of highly expressed genes as heavy. Three steps:
+    decide its borderline rows alone). The background here is uniform: the cluster levels that the
+    significance rule gives the background of real data (module docstring) are not part of this model, so on
+    such data the refinement sees many blocks of highly expressed genes as heavy. That holds for a side read
+    with the Poisson likelihood (items of one depth). A side read with the multinomial likelihood (items of
+    any depth: genes, cells, documents) is read by profile instead: in step 1, each item by its profile over
+    the other side's clusters, against its cluster's profile under the significance rule's model with its
+    levels (:func:`_block_profiles`; a deep gene and a shallow one of one pattern have the same); in step 2,
+    each cluster weighs in by its exposure, its total count over the mean item's, instead of its member count
+    (:func:`_cluster_sizes`), so that two clusters whose items spread their counts alike have the same block
+    densities whatever their depths. Three steps:
 
     1. Rows are re-assigned by a soft EM of their memberships given the column partition (mixing weights, block
        and background densities re-estimated), hardened by their most probable cluster, then columns likewise
@@ -919,6 +997,8 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
     z_min, min_size : as for the significance rule of :func:`extract_biclusters`
     n_rounds : int >= 0
         Rounds of step 1 (0: no EM; the merges still apply).
+    row_likelihood, column_likelihood : {"poisson", "multinomial"}, default="poisson"
+        How each side is read (above): the likelihood of the side's DP mixture.
 
     Returns
     -------
@@ -930,11 +1010,15 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
     column_labels = _check_labels(column_labels, X.shape[1], "column_labels").astype(np.int64)
     z_min, min_size = check_thresholds(z_min, min_size)
     n_rounds = check_int(n_rounds, "n_rounds", minimum=0)
-    rows, columns = _refined(X, row_labels, column_labels, z_min, min_size, n_rounds)
-    merged = _merge_clusters(X, rows, columns, z_min, min_size)
+    likelihoods = (row_likelihood, column_likelihood)
+    for name, likelihood in zip(("row_likelihood", "column_likelihood"), likelihoods):
+        if likelihood not in REFINE_LIKELIHOODS:
+            raise ValueError(f"{name} must be one of {REFINE_LIKELIHOODS}, got {likelihood!r}")
+    rows, columns = _refined(X, row_labels, column_labels, z_min, min_size, n_rounds, likelihoods)
+    merged = _merge_clusters(X, rows, columns, z_min, min_size, likelihoods)
     if merged is None:
         return rows, columns
-    return _refined(X, *merged, z_min, min_size, n_rounds)
+    return _refined(X, *merged, z_min, min_size, n_rounds, likelihoods)
 
 
 def _ties_at_maximum(phi):
