@@ -867,11 +867,11 @@ def _cluster_sizes(X, labels, ids, axis, likelihood):
     member counts under the Poisson likelihood (items of one depth); under the multinomial likelihood their
     exposures, each cluster's total count over the mean total of the side's labelled items. With exposures,
     two clusters whose items spread their counts alike have the same block densities whatever their depths."""
-    members = np.array([(labels == k).sum() for k in ids], dtype=np.float64)
+    labelled = labels[labels >= 0]
     if likelihood != "multinomial":
-        return members
-    totals = np.asarray(X.sum(axis=1 - axis)).ravel()
-    return np.bincount(labels[labels >= 0], weights=totals[labels >= 0])[ids] / totals[labels >= 0].mean()
+        return np.bincount(labelled)[ids].astype(np.float64)
+    totals = np.asarray(X.sum(axis=1 - axis)).ravel()[labels >= 0]
+    return np.bincount(labelled, weights=totals)[ids] / totals.mean()
 
 
 def _merge_clusters(X, rows, columns, z_min, min_size, likelihoods):
@@ -918,10 +918,10 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
                 shape=(other.shape[0], n_other_clusters),
             )
             aggregated = np.asarray((matrix @ indicator).todense())
-            n_other = np.bincount(other[keep], minlength=n_other_clusters).astype(np.float64)
             if likelihood == "multinomial":
                 refined = _profile_em(aggregated, own, _block_profiles(X, rows, columns, z_min, min_size, axis))
             else:
+                n_other = np.bincount(other[keep], minlength=n_other_clusters).astype(np.float64)
                 # clusters beyond the current maximum label have no block row yet: pad heavy to every label
                 n_own = max(int(own.max()) + 1, heavy_side.shape[0])
                 padded = np.zeros((n_own, n_other_clusters), bool)
