@@ -9,10 +9,12 @@ from conjoined.datasets import make_marques_like
 from conjoined.extract import (
     POOLING_SHAPES,
     Biclusters,
+    _block_dispersion,
     _block_profiles,
     _classification_score,
     _cluster_levels,
     _cluster_sizes,
+    _depth_spread,
     _heavy_against,
     _heavy_blocks,
     _heavy_fixed_point,
@@ -23,6 +25,7 @@ from conjoined.extract import (
     _negative_binomial_gain,
     _pooled_heavy_densities,
     _profile_em,
+    _reference_blocks,
     _signed_root_deviance,
     extract_biclusters,
     refine_partition,
@@ -293,11 +296,12 @@ def test_levels_start_from_the_uniform_fixed_point():
     observed = np.array([[872.0, 601.0], [185.0, 389.0], [395.0, 1020.0]])
     eligible = np.ones((3, 2), bool)
     density = observed.sum() / sizes.sum()
-    heavy, background, _ = _heavy_blocks(observed, sizes, 3.0, eligible, density, True)
+    heavy, background, _, dispersion = _heavy_blocks(observed, sizes, 3.0, eligible, density, True)
     np.testing.assert_array_equal(heavy, [[True, False], [False, False], [False, True]])
+    np.testing.assert_array_equal(dispersion, np.ones((3, 2)))
     np.testing.assert_allclose(background, (601 + 185 + 389 + 395) / (200 + 70 + 140 + 130), rtol=1e-15)
     from_density = _heavy_fixed_point(observed, sizes, 3.0, eligible, np.full((3, 2), density),
-                                      _levelled_background)
+                                      lambda *args: _levelled_background(*args, (np.ones(3), np.ones(2))))
     np.testing.assert_array_equal(from_density[0], [[True, False], [False, False], [False, False]])
     assert np.ptp(from_density[1]) > 0
 
@@ -311,7 +315,7 @@ def test_a_cluster_heavy_everywhere_gets_its_lowest_block_as_baseline():
     observed[0] = [2000.0, 2100.0, 4000.0]
     eligible = np.ones((4, 3), bool)
     density = observed.sum() / sizes.sum()
-    heavy, _, _ = _heavy_blocks(observed, sizes, 3.0, eligible, density, True)
+    heavy, _, _, _ = _heavy_blocks(observed, sizes, 3.0, eligible, density, True)
     np.testing.assert_array_equal(heavy, np.eye(4, 3, k=2, dtype=bool))
     assert _heavy_blocks(observed, sizes, 3.0, eligible, density, False)[0][0].all()
 
@@ -323,6 +327,72 @@ def test_a_single_cluster_on_a_side_keeps_the_uniform_background():
     rows, cols = np.repeat([0, 1], [10, 20]), np.zeros(15, dtype=int)
     found = extract_biclusters(X, _counts_at_labels(X, rows, cols, 2, 1), row_labels=rows, column_labels=cols)
     assert _as_sets(found) == {(tuple(range(10)), tuple(range(15)))}
+
+
+def test_depth_spread_by_hand():
+    # Cluster 0: rows with totals 10 and 30: 2 x ((100 - 10) + (900 - 30)) / 40^2 = 1.2. Cluster 1: one row of
+    # total 5, 20 / 25 = 0.8 below one depth's 1: 1. The row labelled -1 counts nowhere.
+    X = np.array([[4, 6], [10, 20], [2, 3], [50, 50]])
+    labels = np.array([0, 0, 1, -1])
+    np.testing.assert_allclose(_depth_spread(X, labels, 2, 0), [1.2, 1.0], rtol=1e-15)
+    np.testing.assert_allclose(_depth_spread(X.T, labels, 2, 1), [1.2, 1.0], rtol=1e-15)
+
+
+def test_block_dispersion_by_hand():
+    # Four reference blocks expecting 100 counts each (background 10 over 10 cells), row cluster 1 of depth
+    # spread 2. Surplus of variance: (100 - 110) + (100 - 90) + (900 - 130) + (900 - 70) = 1600; per unit of
+    # over-dispersion 100 x (10 + 10 + 20 + 20) = 6000; c = 0.2667 stands above Poisson noise sqrt(2 x 4 x 100^2)
+    # = 283 by 5.7 sigma. Each block's variance over its Poisson variance: 1 + c x 10 x spreads.
+    sizes, background = np.full((2, 2), 10.0), np.full((2, 2), 10.0)
+    observed = np.array([[110.0, 90.0], [130.0, 70.0]])
+    spread = (np.array([1.0, 2.0]), np.array([1.0, 1.0]))
+    dispersion = _block_dispersion(observed, sizes, background, np.ones((2, 2), bool), spread)
+    np.testing.assert_allclose(dispersion, 1 + 1600 / 6000 * np.array([[10.0, 10.0], [20.0, 20.0]]), rtol=1e-14)
+    # as Poisson noise allows (surplus -150), or from the two blocks of row cluster 0 alone (surplus 0): none
+    quiet = np.array([[110.0, 90.0], [105.0, 95.0]])
+    np.testing.assert_array_equal(_block_dispersion(quiet, sizes, background, np.ones((2, 2), bool), spread),
+                                  np.ones((2, 2)))
+    row_0 = np.array([[True, True], [False, False]])
+    np.testing.assert_array_equal(_block_dispersion(observed, sizes, background, row_0, spread), np.ones((2, 2)))
+
+
+def test_a_cluster_heavy_in_most_blocks_takes_the_rest_of_its_blocks_as_baseline():
+    # Row cluster 1 stands three times above a background of 1 in four of its five column clusters; in the
+    # fifth, of 5 cells only, it has 4 counts: light, for lack of power. The rest of the cluster is its four
+    # large blocks: from its median block (density 3) down, the highest baseline no block falls below by z_min
+    # is the median itself (the small block: (4 - 15) / sqrt(15) = -2.8), and every block is within z_min of
+    # it. Row cluster 0 is at the background everywhere.
+    sizes = np.array([[100.0, 100.0, 100.0, 100.0, 5.0]] * 2)
+    background = np.ones((2, 5))
+    observed = np.array([[100.0, 100.0, 100.0, 100.0, 5.0], [300.0, 320.0, 290.0, 310.0, 4.0]])
+    z = (observed - sizes) / np.sqrt(sizes)
+    light = z < 3.0
+    reference = _reference_blocks(observed, sizes, light, z, 3.0, background, np.ones((2, 5)))
+    np.testing.assert_array_equal(reference, np.ones((2, 5), bool))
+    # with 40 counts in a large fifth block the low block is clearly below the rest (z = -15 against the
+    # median): it is the background and the four others are raised
+    observed[1, 4], sizes[:, 4] = 40.0, 100.0
+    observed[0, 4] = 100.0
+    z = (observed - sizes) / np.sqrt(sizes)
+    reference = _reference_blocks(observed, sizes, z < 3.0, z, 3.0, background, np.ones((2, 5)))
+    np.testing.assert_array_equal(reference, [[True] * 5, [False, False, False, False, True]])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_small_cluster_of_deep_genes_is_a_bicluster_in_its_own_cell_type_only(seed):
+    # Six gene modules, each raised eight-fold in its cell type, over-dispersed counts (negative binomial of
+    # size 0.5); the eight deepest genes of module 1 labelled as a cluster of their own, as a refinement can
+    # leave them. Their variation between cell clusters is far beyond Poisson noise; against a Poisson test
+    # and their level from the light blocks only (small cell clusters, too weak to be heavy) they were a
+    # bicluster in three cell types (both seeds). With the blocks' over-dispersion and the rest of the
+    # cluster as its baseline, only in cell type 1.
+    X, genes, cells = make_marques_like(600, 300, n_row_clusters=6, n_col_clusters=6, random_state=seed)
+    totals = np.asarray(X.sum(axis=1)).ravel()
+    module = np.flatnonzero(genes == 1)
+    rows = genes.copy()
+    rows[module[np.argsort(-totals[module])[:8]]] = 6
+    found = extract_biclusters(X, _counts_at_labels(X, rows, cells, 7, 6), row_labels=rows, column_labels=cells)
+    assert sorted(map(tuple, found.pairs.tolist())) == [(k, k) for k in range(6)] + [(6, 1)]
 
 
 def test_a_few_counts_against_a_near_zero_level_are_no_bicluster():
@@ -342,7 +412,7 @@ def test_a_few_counts_against_a_near_zero_level_are_no_bicluster():
     uniform = extract_biclusters(X, counts, row_labels=rows, column_labels=cols, background="uniform")
     assert len(uniform.pairs) > 10
     observed, sizes = np.array([[2.0, 300.0]]), np.array([[4.0, 400.0]])
-    heavy, z = _heavy_against(observed, sizes, 3.0, np.ones((1, 2), bool), np.full((1, 2), 0.001))
+    heavy, z = _heavy_against(observed, sizes, 3.0, np.ones((1, 2), bool), np.full((1, 2), 0.001), 1.0)
     assert z[0, 0] > 30 and not heavy[0, 0] and heavy[0, 1]
 
 
@@ -352,13 +422,14 @@ def test_heavy_fixed_point_that_never_settles_returns_a_consistent_state():
     observed, sizes = np.array([[100.0, 30.0]]), np.array([[10.0, 10.0]])
     flips = iter(np.tile([2.0, 5.0], 100))
 
-    def alternating(observed, sizes, light, z, z_min):
-        return np.full(observed.shape, next(flips))
+    def alternating(observed, sizes, light, z, z_min, background, dispersion):
+        return np.full(observed.shape, next(flips)), np.full(observed.shape, 2.0)
 
-    heavy, background, z = _heavy_fixed_point(observed, sizes, 3.0, np.ones((1, 2), bool),
-                                              np.full((1, 2), 2.0), alternating)
+    heavy, background, z, dispersion = _heavy_fixed_point(observed, sizes, 3.0, np.ones((1, 2), bool),
+                                                          np.full((1, 2), 2.0), alternating)
     expected = background * sizes
-    np.testing.assert_allclose(z, (observed - expected) / np.sqrt(expected))
+    np.testing.assert_array_equal(dispersion, np.full((1, 2), 2.0))
+    np.testing.assert_allclose(z, (observed - expected) / np.sqrt(2 * expected))
     np.testing.assert_array_equal(heavy, (z >= 3.0) & (observed - expected >= 9.0))
 
 

@@ -19,12 +19,20 @@ A bicluster is a (row topic k, column topic l) pair together with a set of rows 
     unless its clusters' totals differ beyond Poisson noise by five sigma of evidence). Real data need this:
     genes (words) of very different depths. Against one density, a cluster of highly expressed genes is
     "heavy" in every cell cluster, and highly expressed outsiders join every bicluster; with levels a
-    bicluster is a block raised above the rest of its row and column clusters. A cluster heavy in every block
-    of its side takes its lowest block as its baseline (so a column cluster heavy in every row cluster turns
-    levels on even over uniform light blocks). On the partitions CDP finds for the simulation cases the
-    background stays uniform (the paper's four cases, 50 replicates each: always). A heavy block must also
-    exceed its background by ``z_min ** 2`` counts: against the level of a cluster with next to no counts in
-    its light blocks, two counts would otherwise stand dozens of "standard deviations" high.
+    bicluster is a block raised above the rest of its row and column clusters. A cluster heavy in most of its
+    blocks takes the rest of its blocks as its baseline: from its median block down, the highest that none of
+    its blocks falls clearly below (a cluster of deep genes, heavy against the uniform background wherever a
+    cell cluster is large enough to show it); with one or two blocks and none light, its lowest (so a column
+    cluster heavy in every row cluster turns levels on even over uniform light blocks). The levelled
+    background also lets the blocks' totals be over-dispersed, when its reference blocks vary beyond Poisson
+    noise by five sigma: each cell negative binomial around its mean, the variance's excess growing with the
+    block's background and the spread of its items' depths (``_block_dispersion``), and ``z`` and the
+    strength are then ``(O - E) / sqrt(dispersion E)``. Real counts are: a cluster of deep genes varies between
+    cell clusters far beyond Poisson noise, and against a Poisson test it was a bicluster in most of them. On
+    the partitions CDP finds for the simulation cases the background stays uniform and Poisson (the paper's
+    four cases, 50 replicates each: always). A heavy block must also exceed its background by ``z_min ** 2``
+    counts: against the level of a cluster with next to no counts in its light blocks, two counts would
+    otherwise stand dozens of "standard deviations" high.
 
     Items get a depth of their own in the same way, when their counts demand it: within a cluster, genes
     (words, cells) differ in depth too, and an item deeper than its cluster stands above its cluster's
@@ -108,6 +116,9 @@ LEVEL_SHAPES = np.logspace(-9, 4, 131)
 LEVELS_EVIDENCE = 25.0
 LEVEL_ROUNDS = 100
 LEVEL_TOLERANCE = 1e-6
+# Standard deviations by which the reference blocks' totals must vary beyond Poisson noise before the levelled
+# background takes them as over-dispersed (as the levels' five sigma).
+DISPERSION_EVIDENCE = 5.0
 # How the refinement reads a side: items of one depth (Poisson block model) or of any depth (multinomial profiles).
 REFINE_LIKELIHOODS = ("poisson", "multinomial")
 # Rounds of the search for the heavy blocks and their background.
@@ -302,89 +313,166 @@ def _shrunk_levels(totals, expected):
     return (shape + totals) / (shape + expected)
 
 
-def _heavy_blocks(observed, sizes, z_min, eligible, initial_density, levels):
+def _heavy_blocks(observed, sizes, z_min, eligible, initial_density, levels, spread=None):
     """Heavy blocks and the background, iterated to a fixed point from the uniform ``initial_density`` (see the
-    module docstring): ``(heavy, background (K_r, K_c), z)``, ``background`` the density a block's cells would
-    have outside every heavy block: the light blocks' density.
+    module docstring): ``(heavy, background (K_r, K_c), z, dispersion (K_r, K_c))``, ``background`` the
+    density a block's cells would have outside every heavy block: the light blocks' density; ``dispersion``
+    the variance of each block's total over its Poisson variance (ones for the uniform background).
 
     With ``levels``, the iteration goes on from that fixed point with the light blocks' background fitted with
-    row and column cluster levels where they demand them (:func:`_levelled_background`). Starting from the
-    uniform fixed point matters: from the matrix's density, a weak block filling most of one row cluster
-    (before it is found heavy) passes for a level of that cluster (a stress design with blocks 1.5-3 times the
-    background: four of 40 replicates lost a block that way). A partition with a single cluster on a side
-    keeps the uniform background.
+    row and column cluster levels where they demand them, and their over-dispersion where they show one
+    (:func:`_levelled_background`; ``spread``: ``(rows' (K_r,), columns' (K_c,))`` :func:`_depth_spread`,
+    ones if None). Starting from the uniform fixed point matters: from the matrix's density, a weak block
+    filling most of one row cluster (before it is found heavy) passes for a level of that cluster (a stress
+    design with blocks 1.5-3 times the background: four of 40 replicates lost a block that way). A partition
+    with a single cluster on a side keeps the uniform background.
     """
     state = _heavy_fixed_point(observed, sizes, z_min, eligible, np.full(observed.shape, float(initial_density)),
                                _uniform_background)
     # with one cluster on a side, a block has no rest of its cluster to stand above: its level would absorb it
     if levels and min((sizes > 0).any(axis=1).sum(), (sizes > 0).any(axis=0).sum()) >= 2:
-        state = _heavy_fixed_point(observed, sizes, z_min, eligible, state[1], _levelled_background)
+        if spread is None:
+            spread = (np.ones(observed.shape[0]), np.ones(observed.shape[1]))
+        state = _heavy_fixed_point(observed, sizes, z_min, eligible, state[1],
+                                   lambda *args: _levelled_background(*args, spread))
     return state
 
 
 def _heavy_fixed_point(observed, sizes, z_min, eligible, background, fit):
-    """``(heavy, background, z)``: blocks heavy against ``background`` (K_r, K_c) (:func:`_heavy_against`),
-    the background re-fitted by ``fit(observed, sizes, light, z, z_min)`` on the blocks with cells that are not
-    heavy, until neither changes. After ``FIXED_POINT_ROUNDS`` rounds without a fixed point (the fit can
-    alternate between two states), the last background is kept and ``heavy`` and ``z`` are those against it."""
+    """``(heavy, background, z, dispersion)``: blocks heavy against ``background`` (K_r, K_c) and a
+    ``dispersion`` (K_r, K_c) (:func:`_heavy_against`; ones to start), both re-fitted by
+    ``fit(observed, sizes, light, z, z_min, background, dispersion) -> (background, dispersion)`` on the blocks
+    with cells that are not heavy, until nothing changes. After ``FIXED_POINT_ROUNDS`` rounds without a fixed
+    point (the fit can alternate between two states), the last fit is kept and ``heavy`` and ``z`` are those
+    against it."""
     heavy = np.zeros(observed.shape, bool)
+    dispersion = np.ones(observed.shape)
     for _ in range(FIXED_POINT_ROUNDS):
-        now, z = _heavy_against(observed, sizes, z_min, eligible, background)
+        now, z = _heavy_against(observed, sizes, z_min, eligible, background, dispersion)
         rest = ~now & (sizes > 0)
-        new_background = background if not rest.any() or observed[rest].sum() <= 0 else fit(
-            observed, sizes, rest, z, z_min)
-        if np.array_equal(now, heavy) and np.array_equal(new_background, background):
-            return heavy, background, z
-        heavy, background = now, new_background
-    heavy, z = _heavy_against(observed, sizes, z_min, eligible, background)
-    return heavy, background, z
+        if rest.any() and observed[rest].sum() > 0:
+            new_background, new_dispersion = fit(observed, sizes, rest, z, z_min, background, dispersion)
+        else:
+            new_background, new_dispersion = background, dispersion
+        if (np.array_equal(now, heavy) and np.array_equal(new_background, background)
+                and np.array_equal(new_dispersion, dispersion)):
+            return heavy, background, z, dispersion
+        heavy, background, dispersion = now, new_background, new_dispersion
+    heavy, z = _heavy_against(observed, sizes, z_min, eligible, background, dispersion)
+    return heavy, background, z, dispersion
 
 
-def _heavy_against(observed, sizes, z_min, eligible, background):
-    """``(heavy, z)``: ``z = (O - E) / sqrt(E)`` of each block's total ``O`` against ``E = background x
-    sizes``; a block is heavy when it is eligible, ``z >= z_min`` and its excess ``O - E`` is at least
+def _heavy_against(observed, sizes, z_min, eligible, background, dispersion):
+    """``(heavy, z)``: ``z = (O - E) / sqrt(dispersion x E)`` of each block's total ``O`` against ``E =
+    background x sizes`` (``dispersion`` (K_r, K_c): the total's variance over its Poisson variance, 1 for
+    Poisson counts); a block is heavy when it is eligible, ``z >= z_min`` and its excess ``O - E`` is at least
     ``z_min ** 2`` counts. The excess matters where ``E`` is near zero, as with the level of a cluster that has
     next to no counts in its light blocks: there a couple of counts stand many "standard deviations" above
     it, while no count of fewer than ``z_min ** 2`` events can tell ``z_min`` standard deviations apart.
-    (Where ``E >= z_min ** 2`` it follows from ``z >= z_min``.)"""
+    (Where ``E >= z_min ** 2`` and the counts are Poisson it follows from ``z >= z_min``.)"""
     expected = background * sizes
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(sizes > 0, (observed - expected) / np.sqrt(expected), 0.0)
+        z = np.where(sizes > 0, (observed - expected) / np.sqrt(dispersion * expected), 0.0)
     return eligible & (z >= z_min) & (observed - expected >= z_min ** 2), z
 
 
-def _uniform_background(observed, sizes, light, z, z_min):
-    """One density for every block: the ``light`` blocks' (K_r, K_c)."""
-    return np.full(observed.shape, observed[light].sum() / sizes[light].sum())
+def _uniform_background(observed, sizes, light, z, z_min, background, dispersion):
+    """One density for every block, the ``light`` blocks' (K_r, K_c), and Poisson counts (dispersion 1)."""
+    return np.full(observed.shape, observed[light].sum() / sizes[light].sum()), np.ones(observed.shape)
 
 
-def _levelled_background(observed, sizes, light, z, z_min):
+def _levelled_background(observed, sizes, light, z, z_min, background, dispersion, spread):
     """The light blocks' background with cluster levels (:func:`_cluster_levels`), or their uniform density
-    when they do not demand levels. The levels are fitted on the reference blocks (:func:`_reference_blocks`).
-    """
-    reference = _reference_blocks(observed, sizes, light, z, z_min)
-    if observed[reference].sum() > 0:
-        background = _cluster_levels(observed, sizes, reference)
-        if _has_levels(background):
-            return background
-    return _uniform_background(observed, sizes, light, z, z_min)
+    when they do not demand levels, and its dispersion (:func:`_block_dispersion`), both fitted on the
+    reference blocks (:func:`_reference_blocks`, chosen against the current ``background`` and
+    ``dispersion``). ``spread``: as for :func:`_block_dispersion`."""
+    reference = _reference_blocks(observed, sizes, light, z, z_min, background, dispersion)
+    fitted = _cluster_levels(observed, sizes, reference) if observed[reference].sum() > 0 else None
+    if fitted is None or not _has_levels(fitted):
+        fitted = _uniform_background(observed, sizes, light, z, z_min, background, dispersion)[0]
+    return fitted, _block_dispersion(observed, sizes, fitted, reference, spread)
 
 
-def _reference_blocks(observed, sizes, light, z, z_min):
+def _depth_spread(X, labels, n_clusters, axis):
+    """How unequal the depths of each cluster's items are (rows: ``axis`` 0, columns: 1): ``n sum_i (t_i^2 -
+    t_i) / (sum_i t_i)^2`` over the cluster's n items and their totals t_i (``t_i`` removes the Poisson part of
+    ``t_i^2``), at least 1, its value for items of one depth (K,). Items labelled -1 count in no cluster. The
+    cells of a block, at means ``rho d_i e_j`` for depths d, e of mean 1, have ``sum mu^2 = rho E h_k h_l``
+    (E the block's expected total, h these spreads): over-dispersion per cell weighs more in a block of
+    unequal depths (:func:`_block_dispersion`)."""
+    totals = np.asarray(X.sum(axis=1 - axis), dtype=np.float64).ravel()
+    labelled = labels >= 0
+    own, totals = labels[labelled], totals[labelled]
+    members = np.bincount(own, minlength=n_clusters)
+    first = np.bincount(own, weights=totals, minlength=n_clusters)
+    second = np.bincount(own, weights=totals ** 2 - totals, minlength=n_clusters)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.where(first > 0, members * second / first ** 2, 1.0)
+    return np.maximum(spread, 1.0)
+
+
+def _block_dispersion(observed, sizes, background, reference, spread):
+    """Each block's variance over its Poisson variance (K_r, K_c): ``1 + c background h_k h_l``.
+
+    Model: a cell's count is negative binomial around its mean ``mu`` (variance ``mu + c mu^2``), so a
+    block's total has variance ``E + c sum mu^2 = E (1 + c background h_k h_l)`` (``spread``: ``(h (K_r,),
+    h (K_c,))`` of :func:`_depth_spread`). The over-dispersion ``c`` comes from the ``reference`` blocks by
+    the method of moments, ``sum ((O - E)^2 - O) / sum E background h_k h_l``, and is 0 unless that surplus of
+    variance stands ``DISPERSION_EVIDENCE`` standard deviations above Poisson noise (``sqrt(sum 2 E^2)``):
+    Poisson counts (the simulation cases) keep a dispersion of 1. Real counts (genes, words) are
+    over-dispersed, most of all where deep: a cluster of deep genes varies between cell clusters far beyond
+    Poisson noise, and against a Poisson test every one of its blocks passed for a bicluster."""
+    expected = background * sizes
+    per_unit = background * np.outer(*spread)
+    on = reference & (expected > 0)
+    surplus = ((observed - expected) ** 2 - observed)[on].sum()
+    scale = (expected * per_unit)[on].sum()
+    noise = np.sqrt(2 * (expected[on] ** 2).sum())
+    if scale <= 0 or surplus <= DISPERSION_EVIDENCE * noise:
+        return np.ones(observed.shape)
+    return 1.0 + surplus / scale * per_unit
+
+
+def _reference_blocks(observed, sizes, light, z, z_min, background, dispersion):
     """(K_r, K_c) bool: the blocks that say what a cluster's background is: the light blocks that do not stand
     out (``z < z_min``: a block too narrow to be heavy may still stand out, and levels fitted to it would
-    explain its excess away and shift every other block's background), and each row or column cluster's
-    lowest-density block where it has no such block. A cluster heavy everywhere says nothing of its own level
-    through light blocks: its level would stay at the prior's 1 and every block of it heavy (the highly
-    expressed genes of single-cell data, in every cell cluster). Its lowest block is its baseline: a bicluster
-    is a block raised above the rest of its row and column clusters."""
+    explain its excess away and shift every other block's background), unless they are a minority of the
+    cluster's blocks (row or column cluster, in turn).
+
+    A bicluster is a block raised above the rest of its row and column clusters. A cluster heavy in most of
+    its blocks says little of its own level through its light blocks: against the uniform fixed point a
+    cluster of deep genes is heavy in most cell clusters, light only in a few small ones (no power), and
+    their level made every other block a bicluster. Such a cluster takes as its baseline the highest of its
+    blocks, from the median down (by density over the current ``background``), that none of its blocks falls
+    below by ``z_min`` (against ``dispersion``, :func:`_heavy_against`), with the blocks within ``z_min`` of
+    it: the rest of the cluster, unless some blocks lie clearly below the rest (then the low ones are the
+    background and the others raised). With one or two blocks there is no majority: a cluster without a
+    light block takes its lowest block (the highly expressed genes of single-cell data, heavy in every cell
+    cluster)."""
     reference = light & (z < z_min)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        density = np.where(sizes > 0, observed / sizes, np.inf)
+    expected = background * sizes
     for axis in (0, 1):
-        bare = np.flatnonzero(~reference.any(axis=1 - axis) & (sizes > 0).any(axis=1 - axis))
-        lowest = np.argmin(density, axis=1 - axis)[bare]
-        reference[(bare, lowest) if axis == 0 else (lowest, bare)] = True
+        own, counts, means, widths = ((reference, observed, expected, dispersion) if axis == 0 else
+                                      (reference.T, observed.T, expected.T, dispersion.T))
+        for k in range(own.shape[0]):
+            blocks = np.flatnonzero(means[k] > 0)
+            if 2 * own[k].sum() >= blocks.size:
+                continue
+            ratio = counts[k, blocks] / means[k, blocks]
+            by_ratio = np.argsort(ratio, kind="stable")
+            if blocks.size < 3:
+                own[k, blocks[by_ratio[0]]] = True
+                continue
+            for candidate in by_ratio[:(blocks.size - 1) // 2 + 1][::-1]:
+                base = ratio[candidate] * means[k, blocks]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    z_base = np.where(base > 0, (counts[k, blocks] - base) / np.sqrt(widths[k, blocks] * base),
+                                      0.0)
+                if (z_base >= -z_min).all():
+                    break
+            own[k] = False
+            own[k, blocks[np.abs(z_base) < z_min]] = True
+            own[k, blocks[candidate]] = True
     return reference
 
 
@@ -536,8 +624,8 @@ def _backgrounds(X, row_labels, column_labels, z_min, min_size, levels):
     shape inf, without ``levels``): ``(row_sets, column_sets, heavy, background, z, z_min, row_depths,
     column_depths)``, each depths ``(depths, shapes)``, (n_rows, K_c) for the rows and (n_cols, K_r) for the
     columns."""
-    row_sets, column_sets, heavy, background, z, z_min = _heavy_of_partition(X, row_labels, column_labels,
-                                                                             z_min, min_size, levels)
+    row_sets, column_sets, heavy, background, z, z_min, dispersion = _heavy_of_partition(
+        X, row_labels, column_labels, z_min, min_size, levels)
     if not levels:
         return (row_sets, column_sets, heavy, background, z, z_min, *(
             (np.ones((n, K)), np.full((n, K), np.inf)) for n, K in zip(X.shape, heavy.shape[::-1])))
@@ -546,7 +634,7 @@ def _backgrounds(X, row_labels, column_labels, z_min, min_size, levels):
     by_row_cluster = np.asarray(X.T @ row_sets.T.astype(np.float64))
     sizes = np.outer(row_sizes, column_sizes)
     reference = _reference_blocks(row_sets.astype(np.float64) @ by_column_cluster, sizes, ~heavy & (sizes > 0),
-                                  z, z_min)
+                                  z, z_min, background, dispersion)
     row_depths = _item_depths(by_column_cluster, row_labels, background, reference, column_sizes)
     column_depths = _item_depths(by_row_cluster, column_labels, background.T, reference.T, row_sizes)
     return row_sets, column_sets, heavy, background, z, z_min, row_depths, column_depths
@@ -599,30 +687,35 @@ def _has_levels(background):
 def _heavy_of_partition(X, row_labels, column_labels, z_min, min_size, levels=False):
     """The blocks of a partition as the significance rule sees them (labels -1 belong to no block):
     ``(row_sets (K_r, n_rows), column_sets (K_c, n_cols), heavy (K_r, K_c) bool, background (K_r, K_c),
-    z (K_r, K_c), z_min)``, with z_min at its default level if None and ``levels`` as for
-    :func:`_heavy_blocks`."""
-    row_sets = _indicator(row_labels, int(np.max(row_labels)) + 1)
-    column_sets = _indicator(column_labels, int(np.max(column_labels)) + 1)
+    z (K_r, K_c), z_min, dispersion (K_r, K_c))``, with z_min at its default level if None and ``levels`` as
+    for :func:`_heavy_blocks` (with the clusters' depth spreads, :func:`_depth_spread`)."""
+    row_labels, column_labels = np.asarray(row_labels), np.asarray(column_labels)
+    K_r, K_c = int(np.max(row_labels)) + 1, int(np.max(column_labels)) + 1
+    row_sets, column_sets = _indicator(row_labels, K_r), _indicator(column_labels, K_c)
     observed = _block_sums(X, row_sets, column_sets)
-    heavy, background, z, z_min = _heavy_of_blocks(observed, row_sets.sum(axis=1), column_sets.sum(axis=1),
-                                                   z_min, min_size, _overall_density(X), levels)
-    return row_sets, column_sets, heavy, background, z, z_min
+    spread = (_depth_spread(X, row_labels, K_r, 0), _depth_spread(X, column_labels, K_c, 1)) if levels else None
+    heavy, background, z, z_min, dispersion = _heavy_of_blocks(
+        observed, row_sets.sum(axis=1), column_sets.sum(axis=1), z_min, min_size, _overall_density(X), levels,
+        spread)
+    return row_sets, column_sets, heavy, background, z, z_min, dispersion
 
 
 def _overall_density(X):
     return X.sum() / (X.shape[0] * X.shape[1])
 
 
-def _heavy_of_blocks(observed, n_rows, n_cols, z_min, min_size, initial_density, levels=False):
-    """``(heavy, background (K_r, K_c), z, z_min)`` of blocks with totals ``observed`` (K_r, K_c) and cluster
-    sizes ``n_rows`` (K_r,), ``n_cols`` (K_c,) (:func:`_heavy_blocks` from ``initial_density``, with
-    ``levels``; blocks narrower than ``min_size`` are not eligible; z_min at its default level if None)."""
+def _heavy_of_blocks(observed, n_rows, n_cols, z_min, min_size, initial_density, levels=False, spread=None):
+    """``(heavy, background (K_r, K_c), z, z_min, dispersion (K_r, K_c))`` of blocks with totals ``observed``
+    (K_r, K_c) and cluster sizes ``n_rows`` (K_r,), ``n_cols`` (K_c,) (:func:`_heavy_blocks` from
+    ``initial_density``, with ``levels`` and ``spread``; blocks narrower than ``min_size`` are not eligible;
+    z_min at its default level if None)."""
     sizes = np.outer(n_rows, n_cols).astype(np.float64)
     eligible = (n_rows[:, None] >= min_size) & (n_cols[None, :] >= min_size)
     if z_min is None:
         z_min = default_z_min(int(eligible.sum()))
-    heavy, background, z = _heavy_blocks(observed, sizes, z_min, eligible, initial_density, levels)
-    return heavy, background, z, z_min
+    heavy, background, z, dispersion = _heavy_blocks(observed, sizes, z_min, eligible, initial_density, levels,
+                                                     spread)
+    return heavy, background, z, z_min, dispersion
 
 
 def _pooling(sums, cells, heavy):
@@ -729,8 +822,8 @@ def _block_profiles(X, rows, columns, z_min, min_size, axis):
     of cluster k spreads its counts over whatever its depth (the cluster's own level cancels). Shares are at
     least the smallest positive double (an empty cluster has them all there; the EM gives it no weight).
     Cluster indices are the labels' (0 .. max)."""
-    row_sets, column_sets, heavy, background, _, _ = _heavy_of_partition(X, rows, columns, z_min, min_size,
-                                                                         levels=True)
+    row_sets, column_sets, heavy, background, *_ = _heavy_of_partition(X, rows, columns, z_min, min_size,
+                                                                       levels=True)
     observed = _block_sums(X, row_sets, column_sets)
     expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
     means = np.moveaxis(expected * np.where(heavy, _pooled_heavy_densities(observed, expected, heavy), 1.0), axis, 0)
@@ -768,7 +861,7 @@ def _classification_score(observed, n_rows, n_cols, z_min, min_size, initial_den
     member counts). Returns
     ``(score, heavy, background density, pooling, z_min)``, ``pooling`` as :func:`_pooling` gives it.
     """
-    heavy, _, _, z_min = _heavy_of_blocks(observed, n_rows, n_cols, z_min, min_size, initial_density)
+    heavy, _, _, z_min, _ = _heavy_of_blocks(observed, n_rows, n_cols, z_min, min_size, initial_density)
     sizes = np.outer(n_rows, n_cols)
     background = _light_density(observed, sizes, heavy)
     pooling = _pooling(observed, sizes, heavy)
