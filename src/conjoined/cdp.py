@@ -236,7 +236,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         "paper-code" is the authors' one-draw resampling, for comparison only.
     extraction : {"significance", "paper-code"}, default="significance"
         "significance" keeps the blocks (row cluster k x column cluster l) whose count exceeds the background
-        density by ``z_min`` Poisson standard deviations, and lets rows and columns of other clusters join a block
+        density by ``z_min`` standard deviations (Poisson, or over-dispersed where the levelled background finds
+        the counts so), and lets rows and columns of other clusters join a block
         whose density explains their counts better than the background (overlap). The background is one
         density unless the data demand a level for each row and column cluster (genes or words of very
         different depths); then a bicluster is a block raised above the rest of its row and column clusters.

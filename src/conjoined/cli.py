@@ -176,7 +176,8 @@ def _estimator_options(parser):
     add(
         "--z-min",
         "z_min",
-        "Poisson z-score a block needs above the background density to be a bicluster",
+        ("z-score (Poisson, or over-dispersed where the counts are) a block needs above its background to be "
+         "a bicluster"),
         f"{DEFAULT_Z_MIN:g}, raised to the 1%% family-wise level over the blocks tested",
         type=float,
         metavar="Z",

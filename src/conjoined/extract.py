@@ -11,7 +11,7 @@ A bicluster is a (row topic k, column topic l) pair together with a set of rows 
     density, which hides modest blocks such as case 2's). Blocks narrower than ``min_size`` rows or columns are
     not biclusters. By default ``z_min`` is 3, raised to the one-sided 1% family-wise level (Bonferroni) over the
     blocks tested when there are more than about 7 of them, so that large partitions do not yield chance
-    biclusters. ``strength = (O - E) / sqrt(E)``.
+    biclusters. ``strength = (O - E) / sqrt(E)`` (over-dispersed counts: below).
 
     The background is one density, the paper's model, unless the light blocks demand more: then, from that
     fixed point on, it has a level for each row cluster and each column cluster, ``rho0_kl = rho0 u_k v_l``,
@@ -382,15 +382,17 @@ def _uniform_background(observed, sizes, light, z, z_min, background, dispersion
 
 
 def _levelled_background(observed, sizes, light, z, z_min, background, dispersion, spread):
-    """The light blocks' background with cluster levels (:func:`_cluster_levels`), or their uniform density
-    when they do not demand levels, and its dispersion (:func:`_block_dispersion`), both fitted on the
-    reference blocks (:func:`_reference_blocks`, chosen against the current ``background`` and
-    ``dispersion``). ``spread``: as for :func:`_block_dispersion`."""
+    """The light blocks' background with cluster levels (:func:`_cluster_levels`) and its dispersion
+    (:func:`_block_dispersion`), both fitted on the reference blocks (:func:`_reference_blocks`, chosen
+    against the current ``background`` and ``dispersion``); or, when they do not demand levels, their
+    uniform density and Poisson counts, the paper's model (a dispersion estimated around one density took up
+    the structure that levels would have fitted). ``spread``: as for :func:`_block_dispersion`."""
     reference = _reference_blocks(observed, sizes, light, z, z_min, background, dispersion)
-    fitted = _cluster_levels(observed, sizes, reference) if observed[reference].sum() > 0 else None
-    if fitted is None or not _has_levels(fitted):
-        fitted = _uniform_background(observed, sizes, light, z, z_min, background, dispersion)[0]
-    return fitted, _block_dispersion(observed, sizes, fitted, reference, spread)
+    if observed[reference].sum() > 0:
+        fitted = _cluster_levels(observed, sizes, reference)
+        if _has_levels(fitted):
+            return fitted, _block_dispersion(observed, sizes, fitted, reference, spread)
+    return _uniform_background(observed, sizes, light, z, z_min, background, dispersion)
 
 
 def _depth_spread(X, labels, n_clusters, axis):
@@ -437,43 +439,63 @@ def _reference_blocks(observed, sizes, light, z, z_min, background, dispersion):
     """(K_r, K_c) bool: the blocks that say what a cluster's background is: the light blocks that do not stand
     out (``z < z_min``: a block too narrow to be heavy may still stand out, and levels fitted to it would
     explain its excess away and shift every other block's background), unless they are a minority of the
-    cluster's blocks (row or column cluster, in turn).
+    cluster's blocks.
 
     A bicluster is a block raised above the rest of its row and column clusters. A cluster heavy in most of
     its blocks says little of its own level through its light blocks: against the uniform fixed point a
     cluster of deep genes is heavy in most cell clusters, light only in a few small ones (no power), and
-    their level made every other block a bicluster. Such a cluster takes as its baseline the highest of its
-    blocks, from the median down (by density over the current ``background``), that none of its blocks falls
-    below by ``z_min`` (against ``dispersion``, :func:`_heavy_against`), with the blocks within ``z_min`` of
-    it: the rest of the cluster, unless some blocks lie clearly below the rest (then the low ones are the
-    background and the others raised). With one or two blocks there is no majority: a cluster without a
-    light block takes its lowest block (the highly expressed genes of single-cell data, heavy in every cell
-    cluster)."""
-    reference = light & (z < z_min)
+    their level made every other block a bicluster. Such a cluster takes the rest of its blocks as its
+    baseline (:func:`_cluster_baselines`). Row and column clusters are judged on the same light blocks: a
+    block belongs to the reference of a row cluster judged this way by the row's choice, likewise for
+    columns, and by either's where both are. Any cluster left without a reference block takes its lowest (by
+    density over the current ``background``): the highly expressed genes of single-cell data, heavy in every
+    cell cluster. The rule treats rows and columns alike (the transpose gives the transpose)."""
+    start = light & (z < z_min)
     expected = background * sizes
-    for axis in (0, 1):
-        own, counts, means, widths = ((reference, observed, expected, dispersion) if axis == 0 else
-                                      (reference.T, observed.T, expected.T, dispersion.T))
-        for k in range(own.shape[0]):
-            blocks = np.flatnonzero(means[k] > 0)
-            if 2 * own[k].sum() >= blocks.size:
-                continue
-            ratio = counts[k, blocks] / means[k, blocks]
-            by_ratio = np.argsort(ratio, kind="stable")
-            if blocks.size < 3:
-                own[k, blocks[by_ratio[0]]] = True
-                continue
-            for candidate in by_ratio[:(blocks.size - 1) // 2 + 1][::-1]:
-                base = ratio[candidate] * means[k, blocks]
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    z_base = np.where(base > 0, (counts[k, blocks] - base) / np.sqrt(widths[k, blocks] * base),
-                                      0.0)
-                if (z_base >= -z_min).all():
-                    break
-            own[k] = False
-            own[k, blocks[np.abs(z_base) < z_min]] = True
-            own[k, blocks[candidate]] = True
+    row_judged, row_choice = _cluster_baselines(observed, expected, dispersion, start, z_min)
+    column_judged, column_choice = _cluster_baselines(observed.T, expected.T, dispersion.T, start.T, z_min)
+    rows_only = row_judged[:, None] & ~column_judged[None, :]
+    columns_only = ~row_judged[:, None] & column_judged[None, :]
+    both = row_judged[:, None] & column_judged[None, :]
+    reference = np.where(rows_only, row_choice, np.where(columns_only, column_choice.T, start))
+    reference |= both & (row_choice | column_choice.T)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(expected > 0, observed / expected, np.inf)
+    bare_rows = np.flatnonzero(~reference.any(axis=1) & (expected > 0).any(axis=1))
+    bare_columns = np.flatnonzero(~reference.any(axis=0) & (expected > 0).any(axis=0))
+    reference[bare_rows, np.argmin(ratio[bare_rows], axis=1)] = True
+    reference[np.argmin(ratio[:, bare_columns], axis=0), bare_columns] = True
     return reference
+
+
+def _cluster_baselines(observed, expected, dispersion, start, z_min):
+    """The reference blocks chosen for the clusters along axis 0 whose ``start`` blocks (light, not standing
+    out) are a minority of their three or more blocks with expected counts: ``(judged (K,), choice (K, L))``,
+    ``choice`` meaningful in the judged rows. Such a cluster's baseline is the highest of its blocks, from its
+    (lower) median down by density over ``expected``, that none of its blocks falls below by ``z_min``
+    (against ``dispersion``, as :func:`_heavy_against`), together with the blocks within ``z_min`` of it: the
+    rest of the cluster, unless some blocks lie clearly below the rest (then the low ones are the background
+    and the others raised). A baseline of zero counts takes only the blocks without counts."""
+    judged = np.zeros(observed.shape[0], bool)
+    choice = np.zeros(observed.shape, bool)
+    for k in range(observed.shape[0]):
+        blocks = np.flatnonzero(expected[k] > 0)
+        if blocks.size < 3 or 2 * start[k].sum() >= blocks.size:
+            continue
+        counts, means, widths = observed[k, blocks], expected[k, blocks], dispersion[k, blocks]
+        ratio = counts / means
+        by_ratio = np.argsort(ratio, kind="stable")
+        for candidate in by_ratio[:(blocks.size - 1) // 2 + 1][::-1]:
+            base = ratio[candidate] * means
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z_base = np.where(base > 0, (counts - base) / np.sqrt(widths * base),
+                                  np.where(counts > 0, np.inf, 0.0))
+            if (z_base >= -z_min).all():
+                break
+        judged[k] = True
+        choice[k, blocks[np.abs(z_base) < z_min]] = True
+        choice[k, blocks[candidate]] = True
+    return judged, choice
 
 
 def _item_depths(aggregated, labels, background_side, reference, n_other):
@@ -1206,7 +1228,8 @@ def extract_biclusters(
     row_labels, column_labels : int arrays (n_rows,), (n_cols,), rule "significance" only (required there)
         The row and column partitions (-1: set aside; such items are in no block and join no bicluster).
     z_min : float, rule "significance" only
-        Minimum Poisson z-score of a heavy block. Default: 3, or the 1% family-wise level if higher. Also the
+        Minimum z-score of a heavy block (Poisson, or over-dispersed where the levelled background finds the
+        counts so). Default: 3, or the 1% family-wise level if higher. Also the
         least likelihood-ratio z-score of an outsider joining a block; the family-wise level over the outsiders
         tested applies when higher, whatever ``z_min``.
     min_size : int, rule "significance" only
