@@ -15,6 +15,7 @@ from conjoined.extract import (
     _cluster_levels,
     _cluster_sizes,
     _depth_spread,
+    _first_merge,
     _heavy_against,
     _heavy_blocks,
     _heavy_fixed_point,
@@ -22,6 +23,7 @@ from conjoined.extract import (
     _level_shape,
     _levelled_background,
     _merge_candidates,
+    _merge_dispersion,
     _negative_binomial_gain,
     _pooled_heavy_densities,
     _profile_em,
@@ -376,6 +378,34 @@ def test_a_cluster_heavy_in_most_blocks_takes_the_rest_of_its_blocks_as_baseline
     z = (observed - sizes) / np.sqrt(sizes)
     reference = _reference_blocks(observed, sizes, z < 3.0, z, 3.0, background, np.ones((2, 5)))
     np.testing.assert_array_equal(reference, [[True] * 5, [False, False, False, False, True]])
+
+
+def test_over_dispersed_counts_let_two_clusters_of_one_pattern_merge():
+    # Row clusters 0 and 1 share a pattern (raised five-fold in column cluster 0, exposures 100 and 50); cluster
+    # 1's blocks differ from cluster 0's per exposure by 20% either way, beyond Poisson noise on totals this
+    # large but within the noise of over-dispersed counts. Against Poisson noise merging them loses more
+    # counts' likelihood than the labels gain; with the counts' variance three times Poisson (a
+    # quasi-likelihood: the counts' term over 3) they merge, and the score is the counts' term over 3 plus
+    # the labels' term.
+    observed = np.array([[25000.0, 5000.0, 5000.0], [15000.0, 2500 / 1.2, 2500.0], [5000.0, 25000.0, 5000.0]])
+    n = [np.array([100.0, 50.0, 100.0]), np.array([50.0, 50.0, 50.0])]
+    members = [n[0].copy(), n[1].copy()]
+    density = observed.sum() / (250 * 150)
+    poisson = _classification_score(observed, *n, 3.0, 2, density, members)
+    assert _first_merge(observed, n, members, poisson, 3.0, 2, density, 1.0) is None
+    scored = _classification_score(observed, *n, 3.0, 2, density, members, 3.0)
+    labels = sum(float((m * np.log(m / m.sum())).sum()) for m in members)
+    np.testing.assert_allclose(scored[0], (poisson[0] - labels) / 3 + labels, rtol=1e-12)
+    merge = _first_merge(observed, n, members, scored, 3.0, 2, density, 3.0)
+    assert merge[:3] == (0, 0, 1) and merge[6][0] > scored[0]
+
+
+def test_merge_dispersion_is_poisson_unless_a_side_is_read_by_profile():
+    # Negative-binomial single-cell-like counts, deep (30% of cells non-zero): with the multinomial likelihood
+    # on a side the merges take the levelled background's dispersion; with Poisson likelihoods, 1.
+    X, genes, cells = make_marques_like(800, 400, density=0.3, n_row_clusters=8, n_col_clusters=8, random_state=1)
+    assert _merge_dispersion(X, genes, cells, None, 2, ("poisson", "poisson")) == 1.0
+    assert 2.0 < _merge_dispersion(X, genes, cells, None, 2, ("multinomial", "multinomial")) < 5.0
 
 
 def test_a_baseline_of_zero_counts_takes_only_the_blocks_without_counts():
