@@ -342,15 +342,16 @@ def test_depth_spread_by_hand():
 
 def test_block_dispersion_by_hand():
     # Four reference blocks expecting 100 counts each (background 10 over 10 cells), row cluster 1 of depth
-    # spread 2. Surplus of variance: (100 - 110) + (100 - 90) + (900 - 130) + (900 - 70) = 1600; per unit of
-    # over-dispersion 100 x (10 + 10 + 20 + 20) = 6000; c = 0.2667 stands above Poisson noise sqrt(2 x 4 x 100^2)
-    # = 283 by 5.7 sigma. Each block's variance over its Poisson variance: 1 + c x 10 x spreads.
+    # spread 2: m = background x spreads = 10, 10, 20, 20. Weighted surplus of variance, sum m ((O - E)^2 - O)
+    # / E: (10 (100 - 110) + 10 (100 - 90) + 20 (900 - 130) + 20 (900 - 70)) / 100 = 320; information sum m^2
+    # = 1000; c = 0.32 stands 320 / sqrt(2 x 1000) = 7.2 standard errors above 0. Each block's variance over
+    # its Poisson variance: 1 + c m.
     sizes, background = np.full((2, 2), 10.0), np.full((2, 2), 10.0)
     observed = np.array([[110.0, 90.0], [130.0, 70.0]])
     spread = (np.array([1.0, 2.0]), np.array([1.0, 1.0]))
     dispersion = _block_dispersion(observed, sizes, background, np.ones((2, 2), bool), spread)
-    np.testing.assert_allclose(dispersion, 1 + 1600 / 6000 * np.array([[10.0, 10.0], [20.0, 20.0]]), rtol=1e-14)
-    # as Poisson noise allows (surplus -150), or from the two blocks of row cluster 0 alone (surplus 0): none
+    np.testing.assert_allclose(dispersion, 1 + 0.32 * np.array([[10.0, 10.0], [20.0, 20.0]]), rtol=1e-14)
+    # as Poisson noise allows (weighted surplus -30), or from the two blocks of row cluster 0 alone (0): none
     quiet = np.array([[110.0, 90.0], [105.0, 95.0]])
     np.testing.assert_array_equal(_block_dispersion(quiet, sizes, background, np.ones((2, 2), bool), spread),
                                   np.ones((2, 2)))

@@ -418,21 +418,23 @@ def _block_dispersion(observed, sizes, background, reference, spread):
 
     Model: a cell's count is negative binomial around its mean ``mu`` (variance ``mu + c mu^2``), so a
     block's total has variance ``E + c sum mu^2 = E (1 + c background h_k h_l)`` (``spread``: ``(h (K_r,),
-    h (K_c,))`` of :func:`_depth_spread`). The over-dispersion ``c`` comes from the ``reference`` blocks by
-    the method of moments, ``sum ((O - E)^2 - O) / sum E background h_k h_l``, and is 0 unless that surplus of
-    variance stands ``DISPERSION_EVIDENCE`` standard deviations above Poisson noise (``sqrt(sum 2 E^2)``):
-    Poisson counts (the simulation cases) keep a dispersion of 1. Real counts (genes, words) are
+    h (K_c,))`` of :func:`_depth_spread`). The over-dispersion ``c`` comes from the ``reference`` blocks,
+    ``c = sum m ((O - E)^2 - O) / E / sum m^2`` with ``m = background h_k h_l``: each block's moment estimate
+    ``((O - E)^2 - O) / (E m)`` weighted by its inverse variance under Poisson counts, ``m^2 / 2`` (Dean's score
+    test for this alternative; unweighted, the largest blocks' Poisson noise drowned the others' evidence).
+    It is 0 unless it stands ``DISPERSION_EVIDENCE`` standard errors (``sqrt(2 / sum m^2)``) above 0: Poisson
+    counts (the simulation cases) keep a dispersion of 1. Real counts (genes, words) are
     over-dispersed, most of all where deep: a cluster of deep genes varies between cell clusters far beyond
     Poisson noise, and against a Poisson test every one of its blocks passed for a bicluster."""
     expected = background * sizes
     per_unit = background * np.outer(*spread)
-    on = reference & (expected > 0)
-    surplus = ((observed - expected) ** 2 - observed)[on].sum()
-    scale = (expected * per_unit)[on].sum()
-    noise = np.sqrt(2 * (expected[on] ** 2).sum())
-    if scale <= 0 or surplus <= DISPERSION_EVIDENCE * noise:
+    on = reference & (expected > 0) & (per_unit > 0)
+    weight = per_unit[on]
+    surplus = (weight * ((observed[on] - expected[on]) ** 2 - observed[on]) / expected[on]).sum()
+    information = (weight ** 2).sum()
+    if information <= 0 or surplus <= DISPERSION_EVIDENCE * np.sqrt(2 * information):
         return np.ones(observed.shape)
-    return 1.0 + surplus / scale * per_unit
+    return 1.0 + surplus / information * per_unit
 
 
 def _reference_blocks(observed, sizes, light, z, z_min, background, dispersion):
