@@ -401,12 +401,24 @@ def test_over_dispersed_counts_let_two_clusters_of_one_pattern_merge():
     assert merge[:3] == (0, 0, 1) and merge[6][0] > scored[0]
 
 
-def test_merge_dispersion_is_poisson_unless_a_side_is_read_by_profile():
-    # Negative-binomial single-cell-like counts, deep (30% of cells non-zero): with the multinomial likelihood
-    # on a side the merges take the levelled background's dispersion; with Poisson likelihoods, 1.
-    X, genes, cells = make_marques_like(800, 400, density=0.3, n_row_clusters=8, n_col_clusters=8, random_state=1)
-    assert _merge_dispersion(X, genes, cells, None, 2, ("poisson", "poisson")) == 1.0
-    assert 2.0 < _merge_dispersion(X, genes, cells, None, 2, ("multinomial", "multinomial")) < 5.0
+def test_merge_dispersion_is_the_items_pearson_statistic_when_a_side_is_read_by_profile():
+    # Rows 0-1 in one cluster, counts (6, 0) and (0, 6) over two column clusters: around their cluster's
+    # profile (1/2, 1/2) at their totals, Pearson's statistic 4 x 9 / 3 = 12; row 2 alone in its cluster, 0;
+    # one degree of freedom (3 rows - 2 clusters, 2 - 1 column clusters); each column its own cluster: none.
+    # 12 - 1 is above five standard deviations of multinomial noise (5 sqrt(2)): dispersion 12.
+    X = np.array([[6.0, 0.0], [0.0, 6.0], [3.0, 3.0]])
+    rows, columns = np.array([0, 0, 1]), np.array([0, 1])
+    assert _merge_dispersion(X, rows, columns, ("multinomial", "poisson")) == 12.0
+    assert _merge_dispersion(X, rows, columns, ("poisson", "poisson")) == 1.0
+    # deep negative-binomial single-cell-like counts with their true partitions (seeds alike: 3.5-3.8); Poisson
+    # counts around two blocks: within noise, 1
+    for seed in (1, 2):
+        X, genes, cells = make_marques_like(800, 400, density=0.3, n_row_clusters=8, n_col_clusters=8,
+                                            random_state=seed)
+        assert 3.0 < _merge_dispersion(X, genes, cells, ("multinomial", "multinomial")) < 4.5
+    rng = np.random.default_rng(0)
+    X = rng.poisson(np.repeat(np.repeat(np.array([[2.0, 1.0], [1.0, 2.0]]), 50, 0), 40, 1))
+    assert _merge_dispersion(X, np.repeat([0, 1], 50), np.repeat([0, 1], 40), ("multinomial",) * 2) == 1.0
 
 
 def test_a_baseline_of_zero_counts_takes_only_the_blocks_without_counts():

@@ -995,19 +995,37 @@ def _cluster_sizes(X, labels, ids, axis, likelihood):
     return np.bincount(labelled, weights=totals)[ids] / totals.mean()
 
 
-def _merge_dispersion(X, rows, columns, z_min, min_size, likelihoods):
-    """The counts' variance over their Poisson variance in the merges' score (:func:`_classification_score`):
-    when a side is read by profile (the multinomial likelihood, real counts), the significance rule's
-    levelled dispersion of the partition's blocks (:func:`_block_dispersion`), averaged with weights their
-    expected counts; 1 (Poisson) otherwise. Real counts vary between clusters of one pattern far beyond Poisson
-    noise: on single-cell-like counts, genes of one module cut into clusters of different depths stayed apart,
-    each merge losing 10-60 nats of Poisson likelihood for a few hundred of labels."""
+def _merge_dispersion(X, rows, columns, likelihoods):
+    """The counts' variance over their Poisson variance in the merges' score (:func:`_classification_score`),
+    when a side is read by profile (the multinomial likelihood, real counts; 1 otherwise): Pearson's statistic
+    of the items' counts over the other side's clusters around their cluster's profile scaled to their own
+    total, ``sum (x_il - t_i p_kl)^2 / (t_i p_kl)``, over its degrees of freedom ``(n - K)(L - 1)``, pooled
+    over both sides; 1 unless the statistic exceeds its degrees of freedom by ``DISPERSION_EVIDENCE`` of its
+    standard deviations under multinomial counts (``sqrt(2 df)``). It measures how far the items of one cluster differ beyond
+    multinomial noise: the noise against which two clusters' blocks must be told apart. Real counts vary far
+    beyond Poisson noise (on single-cell-like counts, genes of one module cut into clusters of different depths
+    stayed apart, each merge losing 10-60 nats of Poisson likelihood for a few hundred of labels). Measured
+    between items, not between blocks: the blocks' own dispersion (:func:`_block_dispersion`) also takes up
+    whatever the background's levels do not fit, which is what the merges test."""
     if "multinomial" not in likelihoods:
         return 1.0
-    row_sets, column_sets, _, background, _, _, dispersion = _heavy_of_partition(X, rows, columns, z_min, min_size,
-                                                                                levels=True)
-    expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
-    return float((dispersion * expected).sum() / expected.sum()) if expected.sum() > 0 else 1.0
+    statistic = degrees = 0.0
+    for labels, other, axis in ((rows, columns, 0), (columns, rows, 1)):
+        other_sets = _indicator(other, int(other.max()) + 1).astype(np.float64)
+        aggregated = np.asarray(X @ other_sets.T if axis == 0 else X.T @ other_sets.T)[labels >= 0]
+        own = labels[labels >= 0]
+        totals = aggregated.sum(axis=1)
+        cluster_counts = np.zeros((int(own.max()) + 1, aggregated.shape[1]))
+        np.add.at(cluster_counts, own, aggregated)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            profiles = cluster_counts / cluster_counts.sum(axis=1, keepdims=True)
+            expected = totals[:, None] * profiles[own]
+            statistic += np.where(expected > 0, (aggregated - expected) ** 2 / expected, 0.0).sum()
+        n_clusters = int((cluster_counts.sum(axis=1) > 0).sum())
+        degrees += (int((totals > 0).sum()) - n_clusters) * max(int((cluster_counts.sum(axis=0) > 0).sum()) - 1, 0)
+    if degrees <= 0 or statistic - degrees <= DISPERSION_EVIDENCE * np.sqrt(2 * degrees):
+        return 1.0
+    return statistic / degrees
 
 
 def _merge_clusters(X, rows, columns, z_min, min_size, likelihoods):
@@ -1023,7 +1041,7 @@ def _merge_clusters(X, rows, columns, z_min, min_size, likelihoods):
     n = [_cluster_sizes(X, side, side_ids, axis, likelihood)
          for axis, (side, side_ids, likelihood) in enumerate(zip(labels, ids, likelihoods))]
     initial_density = _overall_density(X)
-    dispersion = _merge_dispersion(X, rows, columns, z_min, min_size, likelihoods)
+    dispersion = _merge_dispersion(X, rows, columns, likelihoods)
     scored = _classification_score(observed, *n, z_min, min_size, initial_density, members, dispersion)
     merged_any = False
     while (merge := _first_merge(observed, n, members, scored, z_min, min_size, initial_density,
@@ -1123,9 +1141,9 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        noise and stay apart. Candidates are the merges that involve a cluster with a heavy block and gain by an
        approximate score (the other blocks' heaviness and the pooling held, the background re-estimated), each
        checked exactly; at least one heavy block must remain. When a side is read by profile (real counts),
-       the counts' term is a quasi-likelihood, divided by the counts' over-dispersion under the significance
-       rule's levelled background (:func:`_merge_dispersion`): against Poisson noise, clusters of one pattern
-       whose blocks differ by the noise of over-dispersed counts never merged.
+       the counts' term is a quasi-likelihood, divided by the items' over-dispersion within their clusters
+       (:func:`_merge_dispersion`; one number for the merges of both sides): against Poisson noise, clusters
+       of one pattern whose blocks differ by the noise of over-dispersed counts never merged.
     3. If anything merged, step 1 again from the merged partition.
 
     Labels -1 (items set aside) stay -1; cluster indices are kept (a merged cluster takes the lower of the two),
