@@ -30,6 +30,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator, BiclusterMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ._pearson import cluster_shares, squared_residual_terms
 from ._progress import progress_bar
 from ._validation import check_bool, check_int, check_matrix, check_positive, check_verbose, line_totals
 from .dpmm import DPMM, Multinomial, PoissonGamma
@@ -74,28 +75,6 @@ def _aggregate(X, labels, n_clusters):
     return sp.csr_matrix(X @ indicator)
 
 
-def _cluster_shares(aggregated, labels, totals):
-    """``(z, K, member, sums, share)``: the points' cluster indices (n,) and K, the (n, K) membership matrix, the
-    clusters' feature sums (K, d) and each cluster's share of each feature (K, d), ``totals`` weighing the
-    points (their totals for a multinomial profile, ones for a Poisson mean)."""
-    n, d = aggregated.shape
-    _, z = np.unique(labels, return_inverse=True)
-    K = int(z.max()) + 1
-    member = sp.csr_matrix((np.ones(n), (np.arange(n), z)), shape=(n, K))
-    sums = np.asarray((member.T @ aggregated).todense())  # (K, d)
-    cluster_totals = (member.T @ totals)[:, None]
-    share = np.divide(sums, cluster_totals, out=np.zeros((K, d)), where=cluster_totals > 0)
-    return z, K, member, sums, share
-
-
-def _squared_residual_terms(aggregated, z, totals, share):
-    """``(counts, terms)``: the non-zero counts of ``aggregated`` (COO) and each one's ``x^2 / m``, m = t_i p_kf
-    its expected count (``z``, ``totals``, ``share`` as :func:`_cluster_shares` and its caller); summed by
-    feature or by point, less the expected counts' sum, they give Pearson's statistic."""
-    counts = aggregated.tocoo()
-    return counts, counts.data**2 / (totals[counts.row] * share[z[counts.row], counts.col])
-
-
 def feature_dispersion(aggregated, labels, likelihood):
     """Over-dispersion of each feature of ``aggregated`` within the clusters ``labels``, 1 where it is noise.
 
@@ -110,8 +89,8 @@ def feature_dispersion(aggregated, labels, likelihood):
     aggregated = sp.csr_matrix(aggregated, dtype=np.float64)
     n, d = aggregated.shape
     totals = np.asarray(aggregated.sum(axis=1)).ravel() if likelihood == "multinomial" else np.ones(n)
-    z, K, member, sums, share = _cluster_shares(aggregated, labels, totals)
-    counts, terms = _squared_residual_terms(aggregated, z, totals, share)
+    z, K, member, sums, share = cluster_shares(aggregated, labels, totals)
+    counts, terms = squared_residual_terms(aggregated, z, totals, share)
     pearson = np.bincount(counts.col, weights=terms, minlength=d) - sums.sum(axis=0)
     # Points whose expected count is 0 have count 0 and add nothing to the statistic or its variance.
     observed = totals > 0
@@ -140,8 +119,8 @@ def point_dispersion(aggregated, labels):
     aggregated = sp.csr_matrix(aggregated, dtype=np.float64)
     n = aggregated.shape[0]
     totals = np.asarray(aggregated.sum(axis=1)).ravel()
-    z, _, _, _, share = _cluster_shares(aggregated, labels, totals)
-    counts, terms = _squared_residual_terms(aggregated, z, totals, share)
+    z, _, _, _, share = cluster_shares(aggregated, labels, totals)
+    counts, terms = squared_residual_terms(aggregated, z, totals, share)
     pearson = np.bincount(counts.row, weights=terms, minlength=n) - totals
     features = (share > 0).sum(axis=1)
     inverse_share = np.divide(1.0, share, out=np.zeros(share.shape), where=share > 0).sum(axis=1)

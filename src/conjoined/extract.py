@@ -91,6 +91,7 @@ import scipy.sparse as sp
 from scipy.special import gammaln, logsumexp, xlogy
 from scipy.stats import norm
 
+from ._pearson import cluster_shares, squared_residual_terms
 from ._validation import check_int, check_matrix, check_positive
 from .dpmm.sampler import MERGE_CHUNK_VALUES
 
@@ -1010,19 +1011,14 @@ def _merge_dispersion(X, rows, columns, likelihoods):
     if "multinomial" not in likelihoods:
         return 1.0
     statistic = degrees = 0.0
-    for labels, other, axis in ((rows, columns, 0), (columns, rows, 1)):
-        other_sets = _indicator(other, int(other.max()) + 1).astype(np.float64)
-        aggregated = np.asarray(X @ other_sets.T if axis == 0 else X.T @ other_sets.T)[labels >= 0]
-        own = labels[labels >= 0]
-        totals = aggregated.sum(axis=1)
-        cluster_counts = np.zeros((int(own.max()) + 1, aggregated.shape[1]))
-        np.add.at(cluster_counts, own, aggregated)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            profiles = cluster_counts / cluster_counts.sum(axis=1, keepdims=True)
-            expected = totals[:, None] * profiles[own]
-            statistic += np.where(expected > 0, (aggregated - expected) ** 2 / expected, 0.0).sum()
-        n_clusters = int((cluster_counts.sum(axis=1) > 0).sum())
-        degrees += (int((totals > 0).sum()) - n_clusters) * max(int((cluster_counts.sum(axis=0) > 0).sum()) - 1, 0)
+    for side, labels, other in ((X, rows, columns), (X.T, columns, rows)):
+        labelled = labels >= 0
+        aggregated = sp.csr_matrix(side @ _indicator(other, int(other.max()) + 1).T.astype(np.float64))[labelled]
+        totals = np.asarray(aggregated.sum(axis=1)).ravel()
+        z, _, _, sums, share = cluster_shares(aggregated, labels[labelled], totals)
+        statistic += squared_residual_terms(aggregated, z, totals, share)[1].sum() - totals.sum()
+        features = int((sums.sum(axis=0) > 0).sum())
+        degrees += (int((totals > 0).sum()) - int((sums.sum(axis=1) > 0).sum())) * max(features - 1, 0)
     if degrees <= 0 or statistic - degrees <= DISPERSION_EVIDENCE * np.sqrt(2 * degrees):
         return 1.0
     return statistic / degrees
