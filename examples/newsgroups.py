@@ -34,6 +34,7 @@ from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_s
 from conjoined.cdp import ConjoinedDirichletProcess
 from conjoined.cli import draw_pictures
 from conjoined.datasets import load_20news_w100
+from conjoined.plot import block_label
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PATH = PROJECT_ROOT.parent / "shared" / "data" / "20news_w100.mat"
@@ -55,17 +56,18 @@ def heavy_bicluster_table(model, words, groups, group_names):
     short = [name.rstrip(".*") for name in group_names]
     header = (
         f"{'#':>3}  {'(k, l)':>9}  {'strength':>8}  {'words':>5}  {'docs':>5}  "
-        f"{'  '.join(f'{name:>5}' for name in short)}  top words (by the topic's phi)"
+        f"{'  '.join(f'{name:>5}' for name in short)}  top words (by their topics' phi)"
     )
     lines = [header]
     for b in range(min(SHOWN_BICLUSTERS, len(model.bicluster_pairs_))):
-        k, l = (int(v) for v in model.bicluster_pairs_[b])
+        topics = np.flatnonzero(model.bicluster_row_clusters_[b])
         members = np.flatnonzero(model.rows_[b])
-        top = members[np.argsort(-model.phi_rows_[members, k], kind="stable")][:TOP_WORDS]
+        phi = model.phi_rows_[np.ix_(members, topics)].max(axis=1)
+        top = members[np.argsort(-phi, kind="stable")][:TOP_WORDS]
         documents = np.flatnonzero(model.columns_[b])
         shares = np.bincount(groups[documents], minlength=len(group_names)) / max(documents.size, 1)
         lines.append(
-            f"{b:>3}  {f'({k}, {l})':>9}  {model.bicluster_strength_[b]:>8.1f}  {members.size:>5}  "
+            f"{b:>3}  {block_label(model, b):>9}  {model.bicluster_strength_[b]:>8.1f}  {members.size:>5}  "
             f"{documents.size:>5}  {'  '.join(f'{share:>5.0%}' for share in shares)}  {', '.join(words[top])}"
         )
     return "\n".join(lines)

@@ -86,7 +86,8 @@ def bicluster_table(adata, key):
         row = table.loc[b]
         cells = stored["bicluster_cells"][b]
         lines.append(
-            f"bicluster {b}: (k, l) = ({int(row['k'])}, {int(row['l'])}), strength {row['strength']:.1f}, "
+            f"bicluster {b}: (k, l) = ({row['gene_clusters'].replace(' ', '+')}, "
+            f"{row['cell_clusters'].replace(' ', '+')}), strength {row['strength']:.1f}, "
             f"{int(row['n_genes'])} genes x {int(row['n_cells'])} cells"
         )
         lines.append(f"    cells: {make_up(cell_types[cells])}")

@@ -53,8 +53,10 @@ def test_results_match_the_estimator(planted):
 
     stored = adata.uns["cdp"]
     table = stored["biclusters"]
-    assert list(table.columns) == ["k", "l", "strength", "n_genes", "n_cells"]
+    assert list(table.columns) == ["k", "l", "gene_clusters", "cell_clusters", "strength", "n_genes", "n_cells"]
     np.testing.assert_array_equal(table[["k", "l"]].to_numpy(), model.bicluster_pairs_)
+    for side, masks in (("gene", model.bicluster_row_clusters_), ("cell", model.bicluster_column_clusters_)):
+        assert list(table[f"{side}_clusters"]) == [" ".join(map(str, np.flatnonzero(m))) for m in masks]
     np.testing.assert_allclose(table["strength"], model.bicluster_strength_)
     strongest = table.index[0]
     assert set(stored["bicluster_genes"][strongest]) == {f"gene{i}" for i in np.flatnonzero(planted_genes)}
@@ -116,6 +118,9 @@ def test_h5ad_round_trip(planted, tmp_path):
         "column_membership_",
     ):
         np.testing.assert_array_equal(getattr(view, name), getattr(model, name), err_msg=name)
+    for side in ("row", "column"):
+        joined = [np.flatnonzero(m).tolist() for m in getattr(model, f"bicluster_{side}_clusters_")]
+        assert [np.flatnonzero(m).tolist() for m in getattr(view, f"bicluster_{side}_clusters_")] == joined
     assert view.n_row_clusters_ == model.n_row_clusters_
     assert view.column_k_posterior_ == model.column_k_posterior_
     np.testing.assert_array_equal(view.row_dpmm_.n_clusters_trace_, model.row_dpmm_.n_clusters_trace_)

@@ -205,6 +205,7 @@ def test_reference_fit_outputs(reference, planted):
     assert strongest["rows"] == genes[strongest["row_indices"]].tolist()
     assert strongest["columns"] == cells[strongest["column_indices"]].tolist()
     k, l = strongest["pair"]
+    assert (strongest["row_clusters"], strongest["column_clusters"]) == ([k], [l])  # one planted block
     assert len(strongest["row_membership"]) == strongest["n_rows"] == 6
     assert strongest["mean_row_membership"] == pytest.approx(np.mean(strongest["row_membership"]))
     assert strongest["row_membership"] == sorted(strongest["row_membership"], reverse=True)

@@ -19,7 +19,9 @@ from conjoined.extract import (
     _heavy_against,
     _heavy_blocks,
     _heavy_fixed_point,
+    _heavy_of_partition,
     _item_depths,
+    _joined_blocks,
     _level_shape,
     _levelled_background,
     _merge_candidates,
@@ -169,6 +171,51 @@ def test_significance_rule_keeps_identical_biclusters_once():
     np.testing.assert_array_equal(found.rows[0], np.arange(8) < 4)
 
 
+def test_joined_blocks_join_the_most_alike_first_while_they_share_one_lift():
+    # Row cluster 0 at lifts 3.0, 3.1 and 6 on column clusters 0-2; row cluster 1 at 3.05 on column cluster 0.
+    # (0, 0) + (1, 0): lift 605 / 200, Pearson 2 x 2.5^2 / 302.5 = 0.041 (p 0.84), before (0, 0) + (0, 1):
+    # 2 x 5^2 / 305 = 0.164 (p 0.69). Once (0, 0) is taken, (0, 1) shares no side with {0, 1} x {0}; with
+    # (0, 2) its statistic is 2 x 145^2 / 455 = 92: beyond z_min = 3 (chi-square level 0.0027).
+    observed = np.array([[300.0, 310.0, 600.0], [305.0, 100.0, 100.0]])
+    expected = np.full((2, 3), 100.0)
+    standing = np.array([[True, True, True], [True, False, False]])
+    joined = _joined_blocks(observed, expected, np.ones((2, 3)), standing, 3.0)
+    assert sorted(joined) == [((0,), (1,)), ((0,), (2,)), ((0, 1), (0,))]
+    transposed = _joined_blocks(observed.T, expected.T, np.ones((3, 2)), standing.T, 3.0)
+    assert sorted(transposed) == sorted((l, k) for k, l in joined)
+    # Without (1, 0), (0, 0) and (0, 1) join; an over-dispersed (0, 2) (variance 100 times Poisson:
+    # 92 / 100, p 0.34) joins them too.
+    standing[1, 0] = False
+    assert sorted(_joined_blocks(observed, expected, np.ones((2, 3)), standing, 3.0)) == [((0,), (0, 1)),
+                                                                                         ((0,), (2,))]
+    assert _joined_blocks(observed, expected, np.full((2, 3), 100.0), standing, 3.0) == [((0,), (0, 1, 2))]
+
+
+def test_a_programme_raised_alike_in_two_cell_clusters_is_one_bicluster():
+    # Genes 0-9 raised four-fold in cell clusters 0 and 1, genes 10-19 eight-fold in cell cluster 1 only.
+    # Gene 20 (background cluster) is raised with the first programme in cell cluster 0 only, gene 21 in both.
+    rng = np.random.default_rng(0)
+    rate = np.ones((40, 60))
+    rate[:10, :40] = 4.0
+    rate[10:20, 20:40] = 8.0
+    rate[20, :20] = 4.0
+    rate[21, :40] = 4.0
+    X = rng.poisson(rate)
+    rows, cols = np.repeat([0, 1, 2], [10, 10, 20]), np.repeat([0, 1, 2], 20)
+    found = extract_biclusters(X, _counts_at_labels(X, rows, cols, 3, 3), row_labels=rows, column_labels=cols,
+                               background="uniform")
+    assert [(k.tolist(), l.tolist()) for k, l in zip(found.row_clusters, found.column_clusters)] == [
+        ([1], [1]), ([0], [0, 1])]
+    programme = found.rows[1], found.columns[1]
+    # gene 20 joined the block on cell cluster 0 but is not raised on cell cluster 1: it stays out
+    np.testing.assert_array_equal(np.flatnonzero(programme[0]), [*range(10), 21])
+    np.testing.assert_array_equal(programme[1], np.arange(60) < 40)
+    background = _heavy_of_partition(X, rows, cols, None, 2)[3]
+    O, E = X[:10, :40].sum(), background[0, 0] * 200 + background[0, 1] * 200
+    np.testing.assert_allclose(found.strength[1], (O - E) / np.sqrt(E))  # the two blocks as one
+    np.testing.assert_array_equal(found.pairs[1], [0, int(X[:10, :20].sum() < X[:10, 20:40].sum())])
+
+
 def _as_sets(found):
     return {(tuple(np.flatnonzero(r)), tuple(np.flatnonzero(c))) for r, c in zip(found.rows, found.columns)}
 
@@ -184,10 +231,12 @@ def test_significance_rule_with_gene_levels_finds_the_raised_blocks_only():
     }
     assert _as_sets(found) == expected
     # Against one uniform background (the rule before levels), the highly expressed genes are heavy in every
-    # cell cluster and join every bicluster, which swell to all 40 cells or all 20 of those genes and more.
+    # cell cluster (one bicluster over all 40 cells) and join every bicluster, which swell to all 40 cells or all
+    # 20 of those genes and more.
     uniform = extract_biclusters(X, _counts_at_labels(X, rows, cols, 6, 4), row_labels=rows, column_labels=cols,
                                  background="uniform")
-    assert len(uniform.pairs) == 7
+    assert len(uniform.pairs) == 3
+    np.testing.assert_array_equal(uniform.column_clusters[0], np.arange(4))
     assert uniform.rows[:, :20].all()
     assert (uniform.columns.sum(axis=1)[uniform.rows.sum(axis=1) == 20] == 40).all()
 
@@ -503,7 +552,7 @@ def test_a_few_counts_against_a_near_zero_level_are_no_bicluster():
     counts = _counts_at_labels(X, rows, cols, 11, 10)
     assert len(extract_biclusters(X, counts, row_labels=rows, column_labels=cols).pairs) == 0
     uniform = extract_biclusters(X, counts, row_labels=rows, column_labels=cols, background="uniform")
-    assert len(uniform.pairs) > 10
+    assert sum(len(k) * len(l) for k, l in zip(uniform.row_clusters, uniform.column_clusters)) > 10
     observed, sizes = np.array([[2.0, 300.0]]), np.array([[4.0, 400.0]])
     heavy, z = _heavy_against(observed, sizes, 3.0, np.ones((1, 2), bool), np.full((1, 2), 0.001), 1.0)
     assert z[0, 0] > 30 and not heavy[0, 0] and heavy[0, 1]

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
 from conjoined.datasets import load_20news_w100, make_cdp_case
-from conjoined.plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
+from conjoined.plot import block_label, plot_biclusters, plot_k_trace, plot_membership, plot_theta
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -158,6 +158,16 @@ def test_k_trace(tmp_path, case2):
     np.testing.assert_array_equal(row_ax.lines[0].get_ydata(), model.row_dpmm_.n_clusters_trace_)
     assert "chosen K = 3 (posterior 0.80)" in [t.get_text() for t in row_ax.get_legend().get_texts()]
     assert column_ax.get_title() == "Column DPMM" and row_ax.get_xlabel() == "iteration"
+
+
+def test_block_label_lists_the_clusters_a_bicluster_joins():
+    model = types.SimpleNamespace(bicluster_pairs_=np.array([[8, 2], [3, 1]]))
+    assert [block_label(model, b) for b in range(3)] == ["(8, 2)", "(3, 1)", None]
+    model.bicluster_row_clusters_ = np.zeros((2, 23), bool)
+    model.bicluster_row_clusters_[0, [8, 22]] = model.bicluster_row_clusters_[1, 3] = True
+    model.bicluster_column_clusters_ = np.eye(3, dtype=bool)[[2, 1]]
+    assert [block_label(model, b) for b in range(2)] == ["(8+22, 2)", "(3, 1)"]
+    assert block_label(types.SimpleNamespace(), 0) is None
 
 
 def test_theta(tmp_path, case2):

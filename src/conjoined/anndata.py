@@ -148,8 +148,9 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
           each cell's / gene's tokens in each topic.
         - ``obsm[f"{key}_biclusters"]`` (n_cells, B), ``varm[f"{key}_biclusters"]`` (n_genes, B): bool, member
           of bicluster b.
-        - ``uns[key]``: ``biclusters`` (DataFrame, one line per bicluster, strongest first: ``k``, ``l``,
-          ``strength``, ``n_genes``, ``n_cells``), ``bicluster_genes`` and ``bicluster_cells`` (dicts
+        - ``uns[key]``: ``biclusters`` (DataFrame, one line per bicluster, strongest first: ``k``, ``l``
+          (its strongest block), ``gene_clusters``, ``cell_clusters`` (the clusters whose blocks it joins,
+          as strings such as ``"3 7"``), ``strength``, ``n_genes``, ``n_cells``), ``bicluster_genes`` and ``bicluster_cells`` (dicts
           ``"b"`` -> array of names, highest membership first), ``theta`` (K_r, K_c), ``gene_k_posterior`` and
           ``cell_k_posterior`` (``K``, ``probability`` arrays), ``gene_k_trace`` and ``cell_k_trace`` (K at
           each iteration of the last mixture run of each side), and ``params`` (the estimator's parameters,
@@ -204,6 +205,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
             {
                 "k": pairs[:, 0],
                 "l": pairs[:, 1],
+                "gene_clusters": _cluster_lists(model.bicluster_row_clusters_),
+                "cell_clusters": _cluster_lists(model.bicluster_column_clusters_),
                 "strength": np.asarray(model.bicluster_strength_, dtype=np.float64),
                 "n_genes": model.rows_.sum(axis=1).astype(np.int64),
                 "n_cells": model.columns_.sum(axis=1).astype(np.int64),
@@ -222,14 +225,30 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     return adata if copy else None
 
 
+def _cluster_lists(masks):
+    """Each bicluster's joined clusters as one string ("8 22"), which .h5ad files store as they are."""
+    return np.array([" ".join(str(k) for k in np.flatnonzero(mask)) for mask in masks], dtype=object)
+
+
+def _cluster_masks(lists):
+    """The (n_biclusters, K) masks of :func:`_cluster_lists`' strings, K one past the largest cluster."""
+    clusters = [[int(k) for k in str(text).split()] for text in lists]
+    masks = np.zeros((len(clusters), max((max(c) for c in clusters if c), default=-1) + 1), bool)
+    for b, members in enumerate(clusters):
+        masks[b, members] = True
+    return masks
+
+
 def fitted_view(adata, key_added="cdp"):
     """What :func:`cdp` stored in ``adata``, as an object with a fitted CDP's attribute names (rows = genes,
     columns = cells), which the :mod:`conjoined.plot` functions accept.
 
     Attributes: ``row_labels_``, ``column_labels_`` (-1 where the cluster is missing), ``rows_`` (B, n_genes),
-    ``columns_`` (B, n_cells), ``bicluster_pairs_``, ``bicluster_strength_``, ``theta_``, ``row_membership_``,
-    ``column_membership_``, ``n_row_clusters_``, ``n_column_clusters_``, ``row_k_posterior_``,
-    ``column_k_posterior_``, and ``row_dpmm_`` / ``column_dpmm_`` holding ``n_clusters_trace_``.
+    ``columns_`` (B, n_cells), ``bicluster_pairs_``, ``bicluster_row_clusters_``, ``bicluster_column_clusters_``
+    (their widths one past the largest cluster a bicluster joins), ``bicluster_strength_``, ``theta_``,
+    ``row_membership_``, ``column_membership_``, ``n_row_clusters_``, ``n_column_clusters_``,
+    ``row_k_posterior_``, ``column_k_posterior_``, and ``row_dpmm_`` / ``column_dpmm_`` holding
+    ``n_clusters_trace_``.
     """
     if key_added not in adata.uns:
         raise KeyError(
@@ -244,6 +263,8 @@ def fitted_view(adata, key_added="cdp"):
         rows_=np.asarray(adata.varm[f"{key_added}_biclusters"], dtype=bool).T,
         columns_=np.asarray(adata.obsm[f"{key_added}_biclusters"], dtype=bool).T,
         bicluster_pairs_=np.column_stack([table["k"], table["l"]]).astype(np.int64).reshape(-1, 2),
+        bicluster_row_clusters_=_cluster_masks(table["gene_clusters"]),
+        bicluster_column_clusters_=_cluster_masks(table["cell_clusters"]),
         bicluster_strength_=np.asarray(table["strength"], dtype=np.float64),
         theta_=theta,
         row_membership_=np.asarray(adata.varm[f"{key_added}_membership"]),

@@ -282,7 +282,12 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         ones with ``refine=True``, otherwise ``row_labels_``, ``column_labels_``); cluster indices as there, a
         cluster may be empty.
     bicluster_pairs_ : (n_biclusters, 2) the (k, l) of each bicluster (indices of ``block_row_labels_``,
-        ``block_column_labels_``); bicluster_strength_ : (n_biclusters,).
+        ``block_column_labels_``): its strongest block where it joins several; bicluster_strength_ :
+        (n_biclusters,).
+    bicluster_row_clusters_, bicluster_column_clusters_ : (n_biclusters, K) bool, K the number of clusters of
+        ``block_row_labels_`` (``block_column_labels_``): the clusters whose blocks each bicluster joins (the
+        significance rule joins the blocks of one row cluster, or of one column cluster, that stand at one
+        lift; :func:`conjoined.extract.extract_biclusters`).
     row_k_posterior_, column_k_posterior_ : dict {K: posterior probability}.
     row_dispersion_, column_dispersion_ : (n_features,) floats or None, the dispersions of the features of the
         last row and column mixtures (the other side's clusters of that round; 1: left as they are); None
@@ -466,6 +471,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         self.columns_ = _expand(found.columns.T, col_index, n_cols, False).T
         self.bicluster_pairs_ = found.pairs
         self.bicluster_strength_ = found.strength
+        self.bicluster_row_clusters_ = _cluster_masks(found.row_clusters, block_rows)
+        self.bicluster_column_clusters_ = _cluster_masks(found.column_clusters, block_cols)
         self.row_k_posterior_, self.column_k_posterior_ = row_k_post, col_k_post
         row_point, self.row_dispersion_ = row_dispersion if row_dispersion is not None else (None, None)
         column_point, self.column_dispersion_ = column_dispersion if column_dispersion is not None else (None, None)
@@ -489,6 +496,14 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         # sklearn's tag for non-negative integer input: its checks then feed counts, which is what CDP models.
         tags.input_tags.categorical = True
         return tags
+
+
+def _cluster_masks(clusters, labels):
+    """(n_biclusters, max(labels) + 1) bool: entry (b, k) is True when ``k`` is among ``clusters[b]``."""
+    masks = np.zeros((len(clusters), int(np.max(labels)) + 1), bool)
+    for b, members in enumerate(clusters):
+        masks[b, members] = True
+    return masks
 
 
 def _expand(values, index, n, fill):

@@ -11,7 +11,8 @@
 ``fit`` writes into OUTDIR (all at once: into a temporary sibling first, moved into place when complete):
 
 - ``biclusters.json``: ``shape``, ``n_row_clusters``, ``n_column_clusters`` and ``biclusters``, a list
-  (strongest first) where each bicluster has its ``index``, its ``pair`` (k, l), its ``strength``, ``rows``
+  (strongest first) where each bicluster has its ``index``, its ``pair`` (k, l; its strongest block), the
+  ``row_clusters`` and ``column_clusters`` whose blocks it joins, its ``strength``, ``rows``
   (names, highest membership first), the matching ``row_indices`` (0-based) and ``row_membership`` (share of
   each row's tokens in row topic k), their ``mean_row_membership``, and the same for the columns.
 - ``row_membership.csv``, ``column_membership.csv``: one line per row (column) named as in the input, one
@@ -62,7 +63,7 @@ from .dpmm.estimator import BACKENDS
 from .extract import BACKGROUNDS, DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
 from .io import atomic_output_dir, atomic_output_file, read_matrix, write_json, write_table_csv
 from .metrics import jaccard_score
-from .plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
+from .plot import block_label, plot_biclusters, plot_k_trace, plot_membership, plot_theta
 
 __all__ = ["build_parser", "draw_pictures", "main"]
 
@@ -85,6 +86,8 @@ _MODEL_LAYOUT = {
     "columns_": ("bool", ("n_biclusters", "n_columns")),
     "bicluster_pairs_": ("integer", ("n_biclusters", 2)),
     "bicluster_strength_": ("float", ("n_biclusters",)),
+    "bicluster_row_clusters_": ("bool", ("n_biclusters", "n_block_row_clusters")),
+    "bicluster_column_clusters_": ("bool", ("n_biclusters", "n_block_column_clusters")),
     "theta_": ("float", ("K_r", "K_c")),
     "row_membership_": ("float", ("n_rows", "K_r")),
     "column_membership_": ("float", ("n_columns", "K_c")),
@@ -384,7 +387,13 @@ def _bicluster_records(model, row_names, column_names):
     """One dict per bicluster for biclusters.json (see the module docstring)."""
     records = []
     for b, (k, l) in enumerate(np.asarray(model.bicluster_pairs_)):
-        record = {"index": b, "pair": [int(k), int(l)], "strength": float(model.bicluster_strength_[b])}
+        record = {
+            "index": b,
+            "pair": [int(k), int(l)],
+            "row_clusters": np.flatnonzero(model.bicluster_row_clusters_[b]).tolist(),
+            "column_clusters": np.flatnonzero(model.bicluster_column_clusters_[b]).tolist(),
+            "strength": float(model.bicluster_strength_[b]),
+        }
         for side, mask, membership, phi, names in (
             ("row", model.rows_[b], model.row_membership_[:, k], model.phi_rows_[:, k], row_names),
             (
@@ -506,7 +515,8 @@ def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=P
             column_labels_=model.column_labels_,
             rows_=model.rows_[:HEATMAP_MAX_BICLUSTERS],
             columns_=model.columns_[:HEATMAP_MAX_BICLUSTERS],
-            bicluster_pairs_=model.bicluster_pairs_[:HEATMAP_MAX_BICLUSTERS],
+            **{name: getattr(model, name)[:HEATMAP_MAX_BICLUSTERS]
+               for name in ("bicluster_pairs_", "bicluster_row_clusters_", "bicluster_column_clusters_")},
         )
         heatmap_title = (
             f"{X.shape[0]} x {X.shape[1]} matrix, {n_biclusters} biclusters: the "
@@ -555,11 +565,11 @@ def _summary(model, X, input_name, row_names):
         f"{'#':>3}  {'(k, l)':>8}  {'rows':>6}  {'columns':>7}  {'strength':>9}  top rows by membership"
     )
     for b in range(min(n_biclusters, _SUMMARY_MAX_BICLUSTERS)):
-        k, l = (int(v) for v in model.bicluster_pairs_[b])
+        k = int(model.bicluster_pairs_[b][0])
         top = _members_by_membership(model.rows_[b], model.row_membership_[:, k], model.phi_rows_[:, k])
         top_names = ", ".join(row_names[top[:_SUMMARY_TOP_ROWS]])
         lines.append(
-            f"{b:>3}  {f'({k}, {l})':>8}  {int(model.rows_[b].sum()):>6}  {int(model.columns_[b].sum()):>7}  "
+            f"{b:>3}  {block_label(model, b):>8}  {int(model.rows_[b].sum()):>6}  {int(model.columns_[b].sum()):>7}  "
             f"{model.bicluster_strength_[b]:>9.2f}  {top_names}"
         )
     if n_biclusters > _SUMMARY_MAX_BICLUSTERS:

@@ -59,8 +59,16 @@ A bicluster is a (row topic k, column topic l) pair together with a set of rows 
     chance in about 4% of matrices). That is how a row that belongs to two blocks, labelled with one of them,
     joins the other: biclusters overlap. With levels, an outsider whose own block on the same columns is a
     bicluster is not tested (it is in that bicluster already; tested, it made near-copies of every bicluster
-    of a cell cluster on single-cell data). Items set aside (label -1) join nothing. Biclusters that end up
-    identical are kept once.
+    of a cell cluster on single-cell data). Items set aside (label -1) join nothing.
+
+    Blocks of one row cluster that stand at one lift over their backgrounds are one bicluster, and so are
+    blocks of one column cluster (:func:`_joined_blocks`): a gene programme raised alike in three cell
+    clusters of one cell type, which differ in other genes, is one bicluster over the three, not three. Joined
+    rectangles join further, the most alike first, while their blocks' totals stay within ``z_min`` of one
+    lift (Pearson's chi-square, with the blocks' dispersions); where the lift differs by more, the blocks stay
+    apart. The joined bicluster holds its clusters' rows and columns, and the outsiders that joined a block of
+    it on each of its other side's clusters; its ``strength`` is ``(O - E) / sqrt(dispersion E)`` of its
+    blocks together, its pair its strongest block. Biclusters that end up identical are kept once.
 
     Measured on the four simulation cases from the CDP estimator's partitions (12 replicates): mean Jaccard 1.0,
     0.89, 1.0, 0.99, against 1.0, 0.88, 0.88, 0.98 for a rule on the token memberships after reassignment
@@ -84,12 +92,14 @@ A bicluster is a (row topic k, column topic l) pair together with a set of rows 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln, logsumexp, xlogy
-from scipy.stats import norm
+from scipy.stats import chi2, norm
 
 from ._pearson import cluster_shares, squared_residual_terms
 from ._validation import check_int, check_matrix, check_positive
@@ -132,15 +142,20 @@ class Biclusters(NamedTuple):
     rows : ndarray of bool, shape (n_biclusters, n_rows)
     columns : ndarray of bool, shape (n_biclusters, n_cols)
     pairs : ndarray of int64, shape (n_biclusters, 2)
-        The (row topic, column topic) of each bicluster.
+        The (row topic, column topic) of each bicluster: its strongest block where it joins several.
     strength : ndarray of float64, shape (n_biclusters,)
         The rule's score of each bicluster (see the module docstring).
+    row_clusters, column_clusters : tuples of n_biclusters int64 arrays
+        The row topics and the column topics whose blocks each bicluster joins (rule "significance"; the
+        other rules: the pair's k and l alone).
     """
 
     rows: np.ndarray
     columns: np.ndarray
     pairs: np.ndarray
     strength: np.ndarray
+    row_clusters: tuple
+    column_clusters: tuple
 
 
 class TopicParameters(NamedTuple):
@@ -226,6 +241,8 @@ def _assemble(row_sets, column_sets, keep, strength):
         columns=column_sets[pairs[:, 1]],
         pairs=pairs.astype(np.int64),
         strength=strength[pairs[:, 0], pairs[:, 1]].astype(np.float64),
+        row_clusters=tuple(pairs[:, :1].astype(np.int64)),
+        column_clusters=tuple(pairs[:, 1:].astype(np.int64)),
     )
 
 
@@ -646,13 +663,13 @@ def _outsider_backgrounds(labels, background_side, closed, depths):
 def _backgrounds(X, row_labels, column_labels, z_min, min_size, levels):
     """The blocks of a partition and their backgrounds as the significance rule sees them: what
     :func:`_heavy_of_partition` returns, then the rows' and the columns' depths (:func:`_item_depths`; 1, of
-    shape inf, without ``levels``): ``(row_sets, column_sets, heavy, background, z, z_min, row_depths,
-    column_depths)``, each depths ``(depths, shapes)``, (n_rows, K_c) for the rows and (n_cols, K_r) for the
-    columns."""
+    shape inf, without ``levels``): ``(row_sets, column_sets, heavy, background, z, z_min, dispersion,
+    row_depths, column_depths)``, each depths ``(depths, shapes)``, (n_rows, K_c) for the rows and (n_cols, K_r)
+    for the columns."""
     row_sets, column_sets, heavy, background, z, z_min, dispersion = _heavy_of_partition(
         X, row_labels, column_labels, z_min, min_size, levels)
     if not levels:
-        return (row_sets, column_sets, heavy, background, z, z_min, *(
+        return (row_sets, column_sets, heavy, background, z, z_min, dispersion, *(
             (np.ones((n, K)), np.full((n, K), np.inf)) for n, K in zip(X.shape, heavy.shape[::-1])))
     row_sizes, column_sizes = row_sets.sum(axis=1).astype(np.float64), column_sets.sum(axis=1).astype(np.float64)
     by_column_cluster = np.asarray(X @ column_sets.T.astype(np.float64))
@@ -662,7 +679,7 @@ def _backgrounds(X, row_labels, column_labels, z_min, min_size, levels):
                                   z, z_min, background, dispersion)
     row_depths = _item_depths(by_column_cluster, row_labels, background, reference, column_sizes)
     column_depths = _item_depths(by_row_cluster, column_labels, background.T, reference.T, row_sizes)
-    return row_sets, column_sets, heavy, background, z, z_min, row_depths, column_depths
+    return row_sets, column_sets, heavy, background, z, z_min, dispersion, row_depths, column_depths
 
 
 def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=True):
@@ -670,7 +687,7 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
     levels, and items their depths, when the data demand them (:func:`_cluster_levels`,
     :func:`_item_depths`)."""
     n_rows, n_cols = X.shape
-    row_sets, column_sets, heavy, background, z, z_min, row_depths, column_depths = _backgrounds(
+    row_sets, column_sets, heavy, background, z, z_min, dispersion, row_depths, column_depths = _backgrounds(
         X, row_labels, column_labels, z_min, min_size, levels)
     standing = np.zeros(heavy.shape, bool)
     for k, l in np.argwhere(heavy):
@@ -683,25 +700,96 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
     closed = standing if _has_levels(background) else np.zeros(heavy.shape, bool)
     row_outsiders = _outsider_backgrounds(row_labels, background, closed, row_depths)
     column_outsiders = _outsider_backgrounds(column_labels, background.T, closed.T, column_depths)
-    rows, columns, pairs, strength = [], [], [], []
-    for k, l in sorted(np.argwhere(standing).tolist(), key=lambda kl: -z[kl[0], kl[1]]):
-        r, c = _refine(X, row_sets[k], column_sets[l], background[k, l], z_min,
-                       ((row_outsiders[0][l], row_outsiders[1][l]), (column_outsiders[0][k], column_outsiders[1][k])),
-                       (row_depths[0][:, l], column_depths[0][:, k]))
-        if r.sum() < min_size or c.sum() < min_size:
-            continue
+    members = {}
+    for k, l in np.argwhere(standing).tolist():
+        members[k, l] = _refine(
+            X, row_sets[k], column_sets[l], background[k, l], z_min,
+            ((row_outsiders[0][l], row_outsiders[1][l]), (column_outsiders[0][k], column_outsiders[1][k])),
+            (row_depths[0][:, l], column_depths[0][:, k]))
+    observed = _block_sums(X, row_sets, column_sets)
+    expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
+    found = []
+    for row_clusters, column_clusters in _joined_blocks(observed, expected, dispersion, standing, z_min):
+        blocks = [(k, l) for k in row_clusters for l in column_clusters]
+        # An outsider joins a joined bicluster when it joined the bicluster of a block on each of the other
+        # side's clusters: raised wherever the bicluster spans, not on one of its parts only.
+        r = np.logical_and.reduce([np.logical_or.reduce([members[k, l][0] for k in row_clusters])
+                                   for l in column_clusters])
+        c = np.logical_and.reduce([np.logical_or.reduce([members[k, l][1] for l in column_clusters])
+                                   for k in row_clusters])
+        index = np.ix_(row_clusters, column_clusters)
+        excess = (observed[index] - expected[index]).sum()
+        strength = excess / np.sqrt((dispersion[index] * expected[index]).sum())
+        lead = max(blocks, key=lambda kl: z[kl])
+        found.append((r, c, lead, strength, row_clusters, column_clusters))
+    rows, columns, pairs, strength, row_groups, column_groups = [], [], [], [], [], []
+    for r, c, lead, score, row_clusters, column_clusters in sorted(found, key=lambda f: -f[3]):
         if any(np.array_equal(r, r2) and np.array_equal(c, c2) for r2, c2 in zip(rows, columns)):
             continue
         rows.append(r)
         columns.append(c)
-        pairs.append((k, l))
-        strength.append(z[k, l])
+        pairs.append(lead)
+        strength.append(score)
+        row_groups.append(np.asarray(row_clusters, np.int64))
+        column_groups.append(np.asarray(column_clusters, np.int64))
     return Biclusters(
         rows=np.array(rows, bool).reshape(-1, n_rows),
         columns=np.array(columns, bool).reshape(-1, n_cols),
         pairs=np.array(pairs, np.int64).reshape(-1, 2),
         strength=np.array(strength, np.float64),
+        row_clusters=tuple(row_groups),
+        column_clusters=tuple(column_groups),
     )
+
+
+def _joined_blocks(observed, expected, dispersion, standing, z_min):
+    """The standing blocks joined into rectangles of one lift: a list of ``(row clusters, column clusters)``,
+    sorted tuples of cluster indices, every block of a rectangle standing.
+
+    Each standing block starts as its own rectangle; two rectangles with the same row clusters (or the same
+    column clusters) are joined, the most alike first, as long as the joined rectangle's blocks share one
+    lift over their backgrounds: Pearson's statistic of their totals ``observed`` (K_r, K_c) around
+    ``lift x expected``, each block's variance ``dispersion x lift x expected``, within the two-sided level of
+    ``z_min`` of a chi-square on (blocks - 1) degrees of freedom. A gene programme raised alike in three cell
+    clusters of one cell type is one bicluster, not three; where its lift differs it stays apart."""
+    level = 2 * norm.sf(z_min)
+
+    def heterogeneity(row_clusters, column_clusters):
+        index = np.ix_(row_clusters, column_clusters)
+        o, e, d = observed[index].ravel(), expected[index].ravel(), dispersion[index].ravel()
+        with np.errstate(divide="ignore", invalid="ignore"):  # no background at all: nothing joins (p NaN)
+            lift = o.sum() / e.sum()
+            return float(chi2.sf(((o - lift * e) ** 2 / (d * lift * e)).sum(), o.size - 1))
+
+    rectangles = {}
+    by_side = ({}, {})
+    candidates = []
+    numbers = itertools.count()
+
+    def add(rectangle):
+        index = next(numbers)
+        for other in sorted(set().union(*(group.get(key, ()) for group, key in zip(by_side, rectangle)))):
+            joined = tuple(tuple(sorted(set(a) | set(b))) for a, b in zip(rectangles[other], rectangle))
+            p = heterogeneity(*joined)
+            if p > level:
+                heapq.heappush(candidates, (-p, other, index, joined))
+        rectangles[index] = rectangle
+        for group, key in zip(by_side, rectangle):
+            group.setdefault(key, set()).add(index)
+
+    def remove(index):
+        for group, key in zip(by_side, rectangles.pop(index)):
+            group[key].discard(index)
+
+    for k, l in np.argwhere(standing):
+        add(((int(k),), (int(l),)))
+    while candidates:
+        _, a, b, joined = heapq.heappop(candidates)
+        if a in rectangles and b in rectangles:
+            remove(a)
+            remove(b)
+            add(joined)
+    return list(rectangles.values())
 
 
 def _has_levels(background):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["plot_biclusters", "plot_k_trace", "plot_membership", "plot_theta"]
+__all__ = ["block_label", "plot_biclusters", "plot_k_trace", "plot_membership", "plot_theta"]
 
 _MAX_NAMED_TICKS = 100
 _MAX_CLUSTER_TICKS = 40
@@ -34,6 +34,21 @@ def _new_axes(ax, figsize, ncols=1):
         return axes.flat[0].figure, list(axes.flat) if ncols > 1 else axes.flat[0]
     figure, axes = _pyplot().subplots(1, ncols, figsize=figsize, layout="constrained")
     return figure, (list(axes) if ncols > 1 else axes)
+
+
+def block_label(model, b):
+    """The blocks of bicluster ``b`` of a fitted model as ``"(k, l)"``, the clusters it joins listed with
+    ``+`` (``"(8+22, 2)"``: row clusters 8 and 22 on column cluster 2); its pair alone when the model does not
+    record what it joins, None when it has no pairs."""
+    pairs = getattr(model, "bicluster_pairs_", None)
+    if pairs is None or b >= len(pairs):
+        return None
+    joined = [getattr(model, f"bicluster_{side}_clusters_", None) for side in ("row", "column")]
+    if any(masks is None or b >= len(masks) for masks in joined):
+        parts = [[int(v)] for v in pairs[b]]
+    else:
+        parts = [np.flatnonzero(masks[b]).tolist() for masks in joined]
+    return "(" + ", ".join("+".join(str(v) for v in part) for part in parts) + ")"
 
 
 def _display_order(labels, key=None):
@@ -179,7 +194,7 @@ def plot_biclusters(
             row_strip,
             bicluster_rows[:, row_order],
             bicluster_columns[:, column_order],
-            getattr(model, "bicluster_pairs_", None),
+            [block_label(model, b) for b in range(n_biclusters)],
             max_bins,
         )
         legend_style = {"fontsize": 8, "frameon": False, "ncols": 2}
@@ -232,10 +247,11 @@ def _heatmap_axes(ax, figsize, n_biclusters):
     return ax.figure, ax, column_strip, row_strip, {"ax": ax, "pad": 0.02 + strip_width}
 
 
-def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, pairs, max_bins):
+def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, blocks, max_bins):
     """Member strips above (columns) and right of (rows) the heatmap, and outlines of the large blocks.
 
-    ``sorted_rows`` (B, n_rows) and ``sorted_columns`` (B, n_cols) are the membership masks in display order.
+    ``sorted_rows`` (B, n_rows) and ``sorted_columns`` (B, n_cols) are the membership masks in display order;
+    ``blocks`` (B,) each bicluster's :func:`block_label` or None.
     """
     from matplotlib.patches import Rectangle
 
@@ -271,8 +287,8 @@ def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, p
             align="center",
         )
         label = f"bicluster {b}: {sorted_rows[b].sum()} rows x {sorted_columns[b].sum()} columns"
-        if pairs is not None and len(pairs) == n_biclusters:
-            label += f" (k={pairs[b][0]}, l={pairs[b][1]})"
+        if blocks[b] is not None:
+            label += f" {blocks[b]}"
         large_row_runs = [run for run in row_runs if run[1] - run[0] >= 0.01 * n_rows]
         large_column_runs = [run for run in column_runs if run[1] - run[0] >= 0.01 * n_cols]
         for r0, r1 in large_row_runs:
