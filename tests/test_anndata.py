@@ -124,6 +124,12 @@ def test_h5ad_round_trip(planted, tmp_path):
     assert view.n_row_clusters_ == model.n_row_clusters_
     assert view.column_k_posterior_ == model.column_k_posterior_
     np.testing.assert_array_equal(view.row_dpmm_.n_clusters_trace_, model.row_dpmm_.n_clusters_trace_)
+    # a table stored before biclusters joined blocks: each bicluster its pair's clusters alone
+    back.uns["cdp"]["biclusters"] = back.uns["cdp"]["biclusters"].drop(columns=["gene_clusters", "cell_clusters"])
+    old = fitted_view(back)
+    for side, column in (("row", 0), ("column", 1)):
+        masks = getattr(old, f"bicluster_{side}_clusters_")
+        np.testing.assert_array_equal([np.flatnonzero(m) for m in masks], model.bicluster_pairs_[:, [column]])
 
 
 def test_copy_semantics_and_key_added(planted):

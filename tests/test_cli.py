@@ -520,6 +520,21 @@ def test_plot_redraws_the_pictures(reference, tmp_path, capsys):
     assert (outdir / "heatmap.svg").read_text().lstrip().startswith("<?xml")
 
 
+def test_plot_reads_a_model_saved_before_biclusters_joined_blocks(reference, tmp_path, capsys):
+    outdir = tmp_path / "copy"
+    shutil.copytree(reference, outdir)
+    with np.load(outdir / "model.npz") as saved:
+        joined = ("bicluster_row_clusters_", "bicluster_column_clusters_")
+        arrays = {name: saved[name] for name in saved.files if name not in joined}
+    np.savez(outdir / "model.npz", **arrays)
+    status, _, err = _run(["plot", outdir], capsys)
+    assert status == 0, err
+    model = cli._load_model(outdir / "model.npz")
+    for side, column in (("row", 0), ("column", 1)):
+        masks = getattr(model, f"bicluster_{side}_clusters_")
+        np.testing.assert_array_equal([np.flatnonzero(m) for m in masks], model.bicluster_pairs_[:, [column]])
+
+
 def test_plot_of_a_folder_that_is_not_a_fit(tmp_path, capsys):
     status, _, err = _run(["plot", tmp_path], capsys)
     assert status == 2 and "matrix.npz" in err and err.count("\n") == 1

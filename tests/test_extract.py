@@ -189,6 +189,11 @@ def test_joined_blocks_join_the_most_alike_first_while_they_share_one_lift():
     assert sorted(_joined_blocks(observed, expected, np.ones((2, 3)), standing, 3.0)) == [((0,), (0, 1)),
                                                                                          ((0,), (2,))]
     assert _joined_blocks(observed, expected, np.full((2, 3), 100.0), standing, 3.0) == [((0,), (0, 1, 2))]
+    # Nine blocks at one lift (p 0.32 together) that joins by shared rows or columns alone left as a pinwheel of
+    # five rectangles, none sharing a side with another: boxes grow over the rectangles they touch.
+    observed = np.array([[281.0, 348, 489], [475, 86, 171], [526, 364, 458]])
+    expected = np.array([[89.0, 111.8, 169.3], [154.4, 31.5, 58.3], [176.2, 108.8, 138.4]])
+    assert _joined_blocks(observed, expected, np.ones((3, 3)), np.ones((3, 3), bool), 3.0) == [((0, 1, 2), (0, 1, 2))]
 
 
 def test_a_programme_raised_alike_in_two_cell_clusters_is_one_bicluster():
@@ -214,6 +219,27 @@ def test_a_programme_raised_alike_in_two_cell_clusters_is_one_bicluster():
     O, E = X[:10, :40].sum(), background[0, 0] * 200 + background[0, 1] * 200
     np.testing.assert_allclose(found.strength[1], (O - E) / np.sqrt(E))  # the two blocks as one
     np.testing.assert_array_equal(found.pairs[1], [0, int(X[:10, :20].sum() < X[:10, 20:40].sum())])
+
+
+def test_an_outsider_whose_own_block_is_a_bicluster_still_joins_a_joined_bicluster():
+    # Programme A: row cluster 0 raised four-fold on column clusters 0 and 1 (one lift: one bicluster). Row
+    # cluster 1 is raised twelve-fold on column cluster 0 (a bicluster of its own), and row 60, labelled 1, is
+    # raised like its cluster on column cluster 0 and like programme A on column cluster 1. With levels (deep
+    # row cluster 3), row 60 is not tested on column cluster 0, where its own block is a bicluster; it joins
+    # programme A's bicluster on the strength of column cluster 1, where it was tested.
+    rate = np.ones((61, 80))
+    rate[:10, :40] = 4.0
+    rate[10:20, :20] = 12.0
+    rate[40:50] = 6.0
+    rate[50:60, 60:] = 5.0
+    rate[60, :20], rate[60, 20:40] = 12.0, 4.0
+    X = np.random.default_rng(1).poisson(rate)
+    rows, cols = np.r_[np.repeat([0, 1, 2, 3, 4], [10, 10, 20, 10, 10]), 1], np.repeat([0, 1, 2, 3], 20)
+    found = extract_biclusters(X, _counts_at_labels(X, rows, cols, 5, 4), row_labels=rows, column_labels=cols)
+    joined = {(tuple(k), tuple(l)): r for k, l, r in zip(found.row_clusters, found.column_clusters, found.rows)}
+    assert set(joined) == {((1,), (0,)), ((0,), (0, 1)), ((4,), (3,))}
+    np.testing.assert_array_equal(np.flatnonzero(joined[(0,), (0, 1)]), [*range(10), 60])
+    np.testing.assert_array_equal(np.flatnonzero(joined[(1,), (0,)]), [*range(10, 20), 60])
 
 
 def _as_sets(found):
@@ -300,7 +326,7 @@ def test_significance_rule_with_gene_depths_lets_no_deep_gene_join(seed, monkeyp
     monkeypatch.setattr("conjoined.extract._item_depths",
                         lambda aggregated, *rest: (np.ones(aggregated.shape), np.full(aggregated.shape, np.inf)))
     at_levels = extract_biclusters(X, counts, row_labels=rows, column_labels=cols)
-    joiners = [(r & (rows != k)).sum() for r, (k, _) in zip(at_levels.rows, at_levels.pairs)]
+    joiners = [(r & ~np.isin(rows, k)).sum() for r, k in zip(at_levels.rows, at_levels.row_clusters)]
     assert sum(joiners) >= 20
 
 

@@ -168,6 +168,10 @@ def test_block_label_lists_the_clusters_a_bicluster_joins():
     model.bicluster_column_clusters_ = np.eye(3, dtype=bool)[[2, 1]]
     assert [block_label(model, b) for b in range(2)] == ["(8+22, 2)", "(3, 1)"]
     assert block_label(types.SimpleNamespace(), 0) is None
+    # theta's picture outlines every block of every bicluster: (8, 2), (22, 2) and (3, 1)
+    model.theta_ = np.full((23, 3), 1 / 69)
+    outlined = [p.get_xy() for p in plot_theta(model).axes[0].patches if isinstance(p, Rectangle)]
+    assert sorted(outlined) == [(0.5, 2.5), (1.5, 7.5), (1.5, 21.5)]
 
 
 def test_theta(tmp_path, case2):

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._validation import check_bool, check_matrix, is_count_matrix, line_totals
-from .cdp import ConjoinedDirichletProcess
+from .cdp import ConjoinedDirichletProcess, _cluster_masks, bicluster_members, pair_cluster_masks
 
 __all__ = ["cdp", "fitted_view"]
 
@@ -191,12 +191,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     pairs = np.asarray(model.bicluster_pairs_, dtype=np.int64).reshape(-1, 2)
     index = [str(b) for b in range(len(pairs))]
     bicluster_genes, bicluster_cells = {}, {}
-    for b, (k, l) in enumerate(pairs):
-        genes = np.flatnonzero(model.rows_[b])
-        cells = np.flatnonzero(model.columns_[b])
-        # highest membership first, ties by the topic's phi (the member's token count in the topic)
-        genes = genes[np.lexsort((-model.phi_rows_[genes, k], -model.row_membership_[genes, k]))]
-        cells = cells[np.lexsort((-model.phi_columns_[cells, l], -model.column_membership_[cells, l]))]
+    for b in range(len(pairs)):
+        (genes, _), (cells, _) = bicluster_members(model, b)  # highest membership in its topics first
         bicluster_genes[index[b]] = gene_names[genes]
         bicluster_cells[index[b]] = cell_names[cells]
     run = {"layer": layer} if layer is not None else {}
@@ -230,13 +226,17 @@ def _cluster_lists(masks):
     return np.array([" ".join(str(k) for k in np.flatnonzero(mask)) for mask in masks], dtype=object)
 
 
-def _cluster_masks(lists):
-    """The (n_biclusters, K) masks of :func:`_cluster_lists`' strings, K one past the largest cluster."""
-    clusters = [[int(k) for k in str(text).split()] for text in lists]
-    masks = np.zeros((len(clusters), max((max(c) for c in clusters if c), default=-1) + 1), bool)
-    for b, members in enumerate(clusters):
-        masks[b, members] = True
-    return masks
+def _joined_clusters(table):
+    """``bicluster_row_clusters_`` and ``bicluster_column_clusters_`` from the biclusters table: masks one past
+    the largest cluster a bicluster joins (the pairs alone in a table stored before biclusters joined blocks)."""
+    if "gene_clusters" not in table:
+        masks = pair_cluster_masks(np.column_stack([table["k"], table["l"]]))
+    else:
+        masks = []
+        for column in ("gene_clusters", "cell_clusters"):
+            clusters = [np.array(str(text).split(), np.int64) for text in table[column]]
+            masks.append(_cluster_masks(clusters, np.concatenate([np.empty(0, np.int64), *clusters])))
+    return dict(zip(("bicluster_row_clusters_", "bicluster_column_clusters_"), masks))
 
 
 def fitted_view(adata, key_added="cdp"):
@@ -263,8 +263,7 @@ def fitted_view(adata, key_added="cdp"):
         rows_=np.asarray(adata.varm[f"{key_added}_biclusters"], dtype=bool).T,
         columns_=np.asarray(adata.obsm[f"{key_added}_biclusters"], dtype=bool).T,
         bicluster_pairs_=np.column_stack([table["k"], table["l"]]).astype(np.int64).reshape(-1, 2),
-        bicluster_row_clusters_=_cluster_masks(table["gene_clusters"]),
-        bicluster_column_clusters_=_cluster_masks(table["cell_clusters"]),
+        **_joined_clusters(table),
         bicluster_strength_=np.asarray(table["strength"], dtype=np.float64),
         theta_=theta,
         row_membership_=np.asarray(adata.varm[f"{key_added}_membership"]),

@@ -498,12 +498,37 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         return tags
 
 
+def bicluster_members(model, b):
+    """The members of bicluster ``b`` of a fitted CDP, highest membership first: ``((rows, their membership),
+    (columns, their membership))``, index arrays and float arrays.
+
+    An item's membership is its share of tokens in the bicluster's topics: the row topics whose blocks it
+    joins (``bicluster_row_clusters_[b]``) for a row, the column topics for a column. Ties go to the higher
+    phi summed over those topics (the item's token count in them), then to the lower index."""
+    out = []
+    for mask, topics, membership, phi in (
+            (model.rows_[b], model.bicluster_row_clusters_[b], model.row_membership_, model.phi_rows_),
+            (model.columns_[b], model.bicluster_column_clusters_[b], model.column_membership_, model.phi_columns_)):
+        members, topics = np.flatnonzero(mask), np.flatnonzero(topics)
+        share = membership[np.ix_(members, topics)].sum(axis=1)
+        order = np.lexsort((-phi[np.ix_(members, topics)].sum(axis=1), -share))
+        out.append((members[order], share[order]))
+    return tuple(out)
+
+
 def _cluster_masks(clusters, labels):
     """(n_biclusters, max(labels) + 1) bool: entry (b, k) is True when ``k`` is among ``clusters[b]``."""
-    masks = np.zeros((len(clusters), int(np.max(labels)) + 1), bool)
+    masks = np.zeros((len(clusters), int(np.max(labels, initial=-1)) + 1), bool)
     for b, members in enumerate(clusters):
         masks[b, members] = True
     return masks
+
+
+def pair_cluster_masks(pairs):
+    """``(bicluster_row_clusters_, bicluster_column_clusters_)`` of biclusters that join no other block: each
+    its pair's k and l alone (results saved before biclusters joined blocks)."""
+    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+    return tuple(_cluster_masks(side[:, None], side) for side in pairs.T)
 
 
 def _expand(values, index, n, fill):

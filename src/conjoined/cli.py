@@ -14,7 +14,7 @@
   (strongest first) where each bicluster has its ``index``, its ``pair`` (k, l; its strongest block), the
   ``row_clusters`` and ``column_clusters`` whose blocks it joins, its ``strength``, ``rows``
   (names, highest membership first), the matching ``row_indices`` (0-based) and ``row_membership`` (share of
-  each row's tokens in row topic k), their ``mean_row_membership``, and the same for the columns.
+  each row's tokens in the bicluster's row topics, its ``row_clusters``), their ``mean_row_membership``, and the same for the columns.
 - ``row_membership.csv``, ``column_membership.csv``: one line per row (column) named as in the input, one
   column per topic (``k0``, ``k1``, ... or ``l0``, ...) holding the share of its tokens in that topic, then
   ``label``, its cluster (-1: an all-zero row set aside).
@@ -57,7 +57,14 @@ import scipy.sparse as sp
 
 from . import __version__
 from ._validation import check_matrix
-from .cdp import DISPERSIONS, LIKELIHOODS, MODES, ConjoinedDirichletProcess
+from .cdp import (
+    DISPERSIONS,
+    LIKELIHOODS,
+    MODES,
+    ConjoinedDirichletProcess,
+    bicluster_members,
+    pair_cluster_masks,
+)
 from .datasets import CDP_CASES, make_cdp_case
 from .dpmm.estimator import BACKENDS
 from .extract import BACKGROUNDS, DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
@@ -374,15 +381,6 @@ def _estimator_from_args(args):
     return ConjoinedDirichletProcess(verbose=not args.quiet, **given)
 
 
-def _members_by_membership(mask, membership, phi):
-    """Indices of the members in ``mask``, highest membership first.
-
-    Ties go to the highest phi (the member's token count in the topic), then to the lowest index.
-    """
-    members = np.flatnonzero(mask)
-    return members[np.lexsort((-phi[members], -membership[members]))]
-
-
 def _bicluster_records(model, row_names, column_names):
     """One dict per bicluster for biclusters.json (see the module docstring)."""
     records = []
@@ -394,22 +392,13 @@ def _bicluster_records(model, row_names, column_names):
             "column_clusters": np.flatnonzero(model.bicluster_column_clusters_[b]).tolist(),
             "strength": float(model.bicluster_strength_[b]),
         }
-        for side, mask, membership, phi, names in (
-            ("row", model.rows_[b], model.row_membership_[:, k], model.phi_rows_[:, k], row_names),
-            (
-                "column",
-                model.columns_[b],
-                model.column_membership_[:, l],
-                model.phi_columns_[:, l],
-                column_names,
-            ),
-        ):
-            members = _members_by_membership(mask, membership, phi)
+        for side, (members, membership), names in zip(("row", "column"), bicluster_members(model, b),
+                                                     (row_names, column_names)):
             record[f"n_{side}s"] = int(members.size)
             record[f"{side}s"] = names[members].tolist()
             record[f"{side}_indices"] = members.tolist()
-            record[f"{side}_membership"] = membership[members].tolist()
-            record[f"mean_{side}_membership"] = float(membership[members].mean()) if members.size else 0.0
+            record[f"{side}_membership"] = membership.tolist()
+            record[f"mean_{side}_membership"] = float(membership.mean()) if members.size else 0.0
         records.append(record)
     return records
 
@@ -469,6 +458,9 @@ def _load_model(path):
             arrays = {name: saved[name] for name in saved.files}
     except Exception as exc:  # noqa: BLE001 - any read failure is one line naming the file
         raise UserError(f"{path}: cannot read the saved fit ({type(exc).__name__}: {exc})") from None
+    if "bicluster_row_clusters_" not in arrays and "bicluster_pairs_" in arrays:  # saved before biclusters joined blocks
+        arrays["bicluster_row_clusters_"], arrays["bicluster_column_clusters_"] = pair_cluster_masks(
+            arrays["bicluster_pairs_"])
     _check_model_layout(arrays, path)
     model = SimpleNamespace(**{name: arrays[name] for name in _SAVED_ATTRIBUTES})
     for side in ("row", "column"):
@@ -516,7 +508,8 @@ def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=P
             rows_=model.rows_[:HEATMAP_MAX_BICLUSTERS],
             columns_=model.columns_[:HEATMAP_MAX_BICLUSTERS],
             **{name: getattr(model, name)[:HEATMAP_MAX_BICLUSTERS]
-               for name in ("bicluster_pairs_", "bicluster_row_clusters_", "bicluster_column_clusters_")},
+               for name in ("bicluster_pairs_", "bicluster_row_clusters_", "bicluster_column_clusters_")
+               if hasattr(model, name)},
         )
         heatmap_title = (
             f"{X.shape[0]} x {X.shape[1]} matrix, {n_biclusters} biclusters: the "
@@ -560,16 +553,18 @@ def _summary(model, X, input_name, row_names):
     ]
     if not n_biclusters:
         return "\n".join(lines + ["no (k, l) block stands out from the matrix's density (see --z-min)"])
+    shown = range(min(n_biclusters, _SUMMARY_MAX_BICLUSTERS))
+    blocks = [block_label(model, b) for b in shown]
+    width = max(8, *map(len, blocks))
     lines.append("")
     lines.append(
-        f"{'#':>3}  {'(k, l)':>8}  {'rows':>6}  {'columns':>7}  {'strength':>9}  top rows by membership"
+        f"{'#':>3}  {'(k, l)':>{width}}  {'rows':>6}  {'columns':>7}  {'strength':>9}  top rows by membership"
     )
-    for b in range(min(n_biclusters, _SUMMARY_MAX_BICLUSTERS)):
-        k = int(model.bicluster_pairs_[b][0])
-        top = _members_by_membership(model.rows_[b], model.row_membership_[:, k], model.phi_rows_[:, k])
+    for b in shown:
+        top = bicluster_members(model, b)[0][0]
         top_names = ", ".join(row_names[top[:_SUMMARY_TOP_ROWS]])
         lines.append(
-            f"{b:>3}  {block_label(model, b):>8}  {int(model.rows_[b].sum()):>6}  {int(model.columns_[b].sum()):>7}  "
+            f"{b:>3}  {blocks[b]:>{width}}  {int(model.rows_[b].sum()):>6}  {int(model.columns_[b].sum()):>7}  "
             f"{model.bicluster_strength_[b]:>9.2f}  {top_names}"
         )
     if n_biclusters > _SUMMARY_MAX_BICLUSTERS:

@@ -8,6 +8,8 @@ function returns the matplotlib Figure; pass ``ax`` (or ``axes``) to draw into e
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -36,6 +38,15 @@ def _new_axes(ax, figsize, ncols=1):
     return figure, (list(axes) if ncols > 1 else axes)
 
 
+def _joined_clusters(model, b):
+    """The row clusters and the column clusters whose blocks bicluster ``b`` of a fitted model joins, as
+    lists; its pair's k and l when the model does not record what it joins."""
+    joined = [getattr(model, f"bicluster_{side}_clusters_", None) for side in ("row", "column")]
+    if any(masks is None or b >= len(masks) for masks in joined):
+        return [[int(v)] for v in model.bicluster_pairs_[b]]
+    return [np.flatnonzero(masks[b]).tolist() for masks in joined]
+
+
 def block_label(model, b):
     """The blocks of bicluster ``b`` of a fitted model as ``"(k, l)"``, the clusters it joins listed with
     ``+`` (``"(8+22, 2)"``: row clusters 8 and 22 on column cluster 2); its pair alone when the model does not
@@ -43,12 +54,7 @@ def block_label(model, b):
     pairs = getattr(model, "bicluster_pairs_", None)
     if pairs is None or b >= len(pairs):
         return None
-    joined = [getattr(model, f"bicluster_{side}_clusters_", None) for side in ("row", "column")]
-    if any(masks is None or b >= len(masks) for masks in joined):
-        parts = [[int(v)] for v in pairs[b]]
-    else:
-        parts = [np.flatnonzero(masks[b]).tolist() for masks in joined]
-    return "(" + ", ".join("+".join(str(v) for v in part) for part in parts) + ")"
+    return "(" + ", ".join("+".join(str(v) for v in part) for part in _joined_clusters(model, b)) + ")"
 
 
 def _display_order(labels, key=None):
@@ -359,8 +365,8 @@ def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0)):
 def plot_theta(model, ax=None, *, annotate=None, figsize=(6.5, 5.0), cmap="viridis"):
     """Heatmap of ``model.theta_`` (K_r x K_c), the joint probability of a token's row and column clusters.
 
-    Values are written in the cells when ``annotate`` (default: at most 100 cells); the pairs of
-    ``model.bicluster_pairs_`` (if present) are outlined in red.
+    Values are written in the cells when ``annotate`` (default: at most 100 cells); the blocks of the
+    biclusters (``model.bicluster_pairs_`` and the clusters each joins, if present) are outlined in red.
 
     Returns
     -------
@@ -388,11 +394,12 @@ def plot_theta(model, ax=None, *, annotate=None, figsize=(6.5, 5.0), cmap="virid
                 fontsize=fontsize,
                 color="black" if value > threshold else "white",
             )
-    pairs = getattr(model, "bicluster_pairs_", None)
-    if pairs is not None and len(pairs):
+    blocks = sorted({(k, l) for b in range(len(getattr(model, "bicluster_pairs_", ())))
+                     for k, l in itertools.product(*_joined_clusters(model, b))})
+    if blocks:
         from matplotlib.patches import Rectangle
 
-        for b, (k, l) in enumerate(np.asarray(pairs)):
+        for b, (k, l) in enumerate(blocks):
             ax.add_patch(
                 Rectangle(
                     (l - 0.5, k - 0.5),
@@ -401,7 +408,7 @@ def plot_theta(model, ax=None, *, annotate=None, figsize=(6.5, 5.0), cmap="virid
                     fill=False,
                     edgecolor="tab:red",
                     linewidth=2.0,
-                    label="bicluster pair" if b == 0 else None,
+                    label="bicluster block" if b == 0 else None,
                 )
             )
         ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.12), fontsize=8, frameon=False)
