@@ -54,12 +54,15 @@ SHOWN_DOCUMENT_CLUSTERS = 25
 def heavy_bicluster_table(model, words, groups, group_names):
     """The strongest biclusters: (k, l), strength, size, the groups of their documents and their top words."""
     short = [name.rstrip(".*") for name in group_names]
+    shown = range(min(SHOWN_BICLUSTERS, len(model.bicluster_pairs_)))
+    blocks = [block_label(model, b) for b in shown]
+    width = max(9, *map(len, blocks)) if blocks else 9
     header = (
-        f"{'#':>3}  {'(k, l)':>9}  {'strength':>8}  {'words':>5}  {'docs':>5}  "
+        f"{'#':>3}  {'(k, l)':>{width}}  {'strength':>8}  {'words':>5}  {'docs':>5}  "
         f"{'  '.join(f'{name:>5}' for name in short)}  top words (by their topics' phi)"
     )
     lines = [header]
-    for b in range(min(SHOWN_BICLUSTERS, len(model.bicluster_pairs_))):
+    for b in shown:
         topics = np.flatnonzero(model.bicluster_row_clusters_[b])
         members = np.flatnonzero(model.rows_[b])
         phi = model.phi_rows_[np.ix_(members, topics)].max(axis=1)
@@ -67,7 +70,7 @@ def heavy_bicluster_table(model, words, groups, group_names):
         documents = np.flatnonzero(model.columns_[b])
         shares = np.bincount(groups[documents], minlength=len(group_names)) / max(documents.size, 1)
         lines.append(
-            f"{b:>3}  {block_label(model, b):>9}  {model.bicluster_strength_[b]:>8.1f}  {members.size:>5}  "
+            f"{b:>3}  {blocks[b]:>{width}}  {model.bicluster_strength_[b]:>8.1f}  {members.size:>5}  "
             f"{documents.size:>5}  {'  '.join(f'{share:>5.0%}' for share in shares)}  {', '.join(words[top])}"
         )
     return "\n".join(lines)

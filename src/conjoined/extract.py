@@ -760,19 +760,22 @@ def _joined_blocks(observed, expected, dispersion, standing, z_min):
     cluster span a box (their row clusters x their column clusters); the box grows to take in every rectangle
     it touches, until it holds them whole. When all its blocks stand and share one lift over their
     backgrounds, its rectangles are joined into it, the most alike box first. One lift: Pearson's statistic of
-    the blocks' totals ``observed`` (K_r, K_c) around ``lift x expected``, each block's variance ``dispersion
-    x lift x expected``, within the two-sided level of ``z_min`` of a chi-square on (blocks - 1) degrees of
-    freedom. A gene programme raised alike in three cell clusters of one cell type is one bicluster, not
-    three; where its lift differs it stays apart. (Joining only rectangles with the same row or the same
-    column clusters, a grid of blocks at one lift could end in a pinwheel of rectangles none of which can
-    join another.)"""
+    the blocks' totals ``observed`` (K_r, K_c) around ``lift x expected``, within the two-sided level of
+    ``z_min`` of a chi-square on (blocks - 1) degrees of freedom. Each block's variance is ``lift x expected``
+    times its dispersion at its own lift: ``dispersion`` (:func:`_block_dispersion`) holds ``1 + c rho0 h h`` at
+    the background's mean, and a negative-binomial cell's excess variance grows with its mean, so a block
+    raised ``observed / expected`` times has ``1 + (dispersion - 1) observed / expected``. A gene programme
+    raised alike in three cell clusters of one cell type is one bicluster, not three; where its lift differs it
+    stays apart. (Joining only rectangles with the same row or the same column clusters, a grid of blocks at
+    one lift could end in a pinwheel of rectangles none of which can join another.)"""
     level = 2 * norm.sf(z_min)
     owner = np.where(standing, -1, -2)  # the rectangle of each standing block; -2: not standing
     rectangles, sums = {}, {}
     with np.errstate(divide="ignore", invalid="ignore"):  # no background at all: NaN, nothing joins
+        raised = 1 + (dispersion - 1) * np.maximum(observed / expected, 1.0)
         # Pearson's statistic of blocks around one lift L is A / L - 2 B + L C with these sums over the blocks
-        terms = np.stack([observed, expected, observed ** 2 / (dispersion * expected), observed / dispersion,
-                          expected / dispersion, np.ones(observed.shape)], axis=-1)
+        terms = np.stack([observed, expected, observed ** 2 / (raised * expected), observed / raised,
+                          expected / raised, np.ones(observed.shape)], axis=-1)
     candidates = []
 
     def box_of(a, b):
