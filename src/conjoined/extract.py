@@ -667,22 +667,21 @@ def _backgrounds(X, row_labels, column_labels, z_min, min_size, levels):
     """The blocks of a partition and their backgrounds as the significance rule sees them: what
     :func:`_heavy_of_partition` returns, then the rows' and the columns' depths (:func:`_item_depths`; 1, of
     shape inf, without ``levels``): ``(row_sets, column_sets, heavy, background, z, z_min, dispersion,
-    row_depths, column_depths)``, each depths ``(depths, shapes)``, (n_rows, K_c) for the rows and (n_cols, K_r)
+    observed, row_depths, column_depths)``, each depths ``(depths, shapes)``, (n_rows, K_c) for the rows and (n_cols, K_r)
     for the columns."""
-    row_sets, column_sets, heavy, background, z, z_min, dispersion = _heavy_of_partition(
+    row_sets, column_sets, heavy, background, z, z_min, dispersion, observed = _heavy_of_partition(
         X, row_labels, column_labels, z_min, min_size, levels)
     if not levels:
-        return (row_sets, column_sets, heavy, background, z, z_min, dispersion, *(
+        return (row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, *(
             (np.ones((n, K)), np.full((n, K), np.inf)) for n, K in zip(X.shape, heavy.shape[::-1])))
     row_sizes, column_sizes = row_sets.sum(axis=1).astype(np.float64), column_sets.sum(axis=1).astype(np.float64)
     by_column_cluster = np.asarray(X @ column_sets.T.astype(np.float64))
     by_row_cluster = np.asarray(X.T @ row_sets.T.astype(np.float64))
     sizes = np.outer(row_sizes, column_sizes)
-    reference = _reference_blocks(row_sets.astype(np.float64) @ by_column_cluster, sizes, ~heavy & (sizes > 0),
-                                  z, z_min, background, dispersion)
+    reference = _reference_blocks(observed, sizes, ~heavy & (sizes > 0), z, z_min, background, dispersion)
     row_depths = _item_depths(by_column_cluster, row_labels, background, reference, column_sizes)
     column_depths = _item_depths(by_row_cluster, column_labels, background.T, reference.T, row_sizes)
-    return row_sets, column_sets, heavy, background, z, z_min, dispersion, row_depths, column_depths
+    return row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, row_depths, column_depths
 
 
 def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=True):
@@ -690,8 +689,8 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
     levels, and items their depths, when the data demand them (:func:`_cluster_levels`,
     :func:`_item_depths`)."""
     n_rows, n_cols = X.shape
-    row_sets, column_sets, heavy, background, z, z_min, dispersion, row_depths, column_depths = _backgrounds(
-        X, row_labels, column_labels, z_min, min_size, levels)
+    (row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, row_depths,
+     column_depths) = _backgrounds(X, row_labels, column_labels, z_min, min_size, levels)
     standing = np.zeros(heavy.shape, bool)
     for k, l in np.argwhere(heavy):
         standing[k, l] = _stands(X, row_sets[k], column_sets[l], background[k, l],
@@ -709,7 +708,6 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
             X, row_sets[k], column_sets[l], background[k, l], z_min,
             ((row_outsiders[0][l], row_outsiders[1][l]), (column_outsiders[0][k], column_outsiders[1][k])),
             (row_depths[0][:, l], column_depths[0][:, k]))
-    observed = _block_sums(X, row_sets, column_sets)
     expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
     found = []
     for row_clusters, column_clusters in _joined_blocks(observed, expected, dispersion, standing, z_min):
@@ -844,7 +842,7 @@ def _has_levels(background):
 def _heavy_of_partition(X, row_labels, column_labels, z_min, min_size, levels=False):
     """The blocks of a partition as the significance rule sees them (labels -1 belong to no block):
     ``(row_sets (K_r, n_rows), column_sets (K_c, n_cols), heavy (K_r, K_c) bool, background (K_r, K_c),
-    z (K_r, K_c), z_min, dispersion (K_r, K_c))``, with z_min at its default level if None and ``levels`` as
+    z (K_r, K_c), z_min, dispersion (K_r, K_c), observed (K_r, K_c) block totals)``, with z_min at its default level if None and ``levels`` as
     for :func:`_heavy_blocks` (with the clusters' depth spreads, :func:`_depth_spread`)."""
     row_labels, column_labels = np.asarray(row_labels), np.asarray(column_labels)
     K_r, K_c = int(np.max(row_labels)) + 1, int(np.max(column_labels)) + 1
@@ -854,7 +852,7 @@ def _heavy_of_partition(X, row_labels, column_labels, z_min, min_size, levels=Fa
     heavy, background, z, z_min, dispersion = _heavy_of_blocks(
         observed, row_sets.sum(axis=1), column_sets.sum(axis=1), z_min, min_size, _overall_density(X), levels,
         spread)
-    return row_sets, column_sets, heavy, background, z, z_min, dispersion
+    return row_sets, column_sets, heavy, background, z, z_min, dispersion, observed
 
 
 def _overall_density(X):
@@ -979,9 +977,8 @@ def _block_profiles(X, rows, columns, z_min, min_size, axis):
     of cluster k spreads its counts over whatever its depth (the cluster's own level cancels). Shares are at
     least the smallest positive double (an empty cluster has them all there; the EM gives it no weight).
     Cluster indices are the labels' (0 .. max)."""
-    row_sets, column_sets, heavy, background, *_ = _heavy_of_partition(X, rows, columns, z_min, min_size,
-                                                                       levels=True)
-    observed = _block_sums(X, row_sets, column_sets)
+    row_sets, column_sets, heavy, background, *_, observed = _heavy_of_partition(X, rows, columns, z_min,
+                                                                                 min_size, levels=True)
     expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
     means = np.moveaxis(expected * np.where(heavy, _pooled_heavy_densities(observed, expected, heavy), 1.0), axis, 0)
     shares = means / np.maximum(means.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
