@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 from mixtures import gene_levels_matrix
-from scipy.special import gammaln
-from scipy.stats import nbinom
+from scipy.special import chdtrc, gammaln
+from scipy.stats import nbinom, norm
 from sklearn.metrics import adjusted_rand_score
 
 from conjoined.datasets import make_marques_like
@@ -27,6 +27,7 @@ from conjoined.extract import (
     _merge_candidates,
     _merge_dispersion,
     _negative_binomial_gain,
+    _one_lift_pearson,
     _pooled_heavy_densities,
     _profile_em,
     _reference_blocks,
@@ -194,6 +195,64 @@ def test_joined_blocks_join_the_most_alike_first_while_they_share_one_lift():
     observed = np.array([[281.0, 348, 489], [475, 86, 171], [526, 364, 458]])
     expected = np.array([[89.0, 111.8, 169.3], [154.4, 31.5, 58.3], [176.2, 108.8, 138.4]])
     assert _joined_blocks(observed, expected, np.ones((3, 3)), np.ones((3, 3), bool), 3.0) == [((0, 1, 2), (0, 1, 2))]
+
+
+def test_one_lift_pearson_at_the_pooled_lift_and_its_least_over_lifts():
+    rng = np.random.default_rng(0)
+    observed, expected, raised = rng.uniform(50, 500, 7), rng.uniform(20, 100, 7), rng.uniform(1, 3, 7)
+    terms = np.column_stack([observed, expected, observed ** 2 / (raised * expected), observed / raised,
+                             expected / raised, np.ones(7)])
+
+    def pearson(lift):
+        return np.sum((observed - lift * expected) ** 2 / (lift * expected * raised))
+
+    statistic, least, n = _one_lift_pearson(terms.sum(axis=0))
+    assert statistic == pytest.approx(pearson(observed.sum() / expected.sum()))
+    lifts = np.linspace(0.5, 25, 20001)
+    assert least == pytest.approx(min(pearson(lift) for lift in lifts), rel=1e-6)
+    assert least <= statistic and n == 7
+
+
+def test_joined_blocks_end_with_rectangles_of_one_lift_that_no_box_joins():
+    # Dense grids of standing blocks at one to four lifts, some not standing: every standing block is in one
+    # rectangle, every rectangle's blocks share one lift, and no two rectangles that share a row or a column
+    # cluster span a box (grown over the rectangles it touches) whose blocks all stand and share one lift.
+    rng = np.random.default_rng(3)
+    z_min = 3.0
+    level = 2 * norm.sf(z_min)
+    for lifts, share in (([2.0], 1.0), ([2.0], 0.95), ([2.0, 2.1], 1.0), ([2.0, 2.1, 4.0, 8.0], 1.0),
+                         ([2.0, 2.1, 4.0, 8.0], 0.9), ([2.0, 8.0], 0.95)) * 5:
+        expected = rng.uniform(20, 200, (9, 8))
+        observed = rng.poisson(expected * rng.choice(lifts, expected.shape)).astype(float)
+        standing = rng.random(expected.shape) < share
+        dispersion = rng.uniform(1, 2, expected.shape)
+        rectangles = _joined_blocks(observed, expected, dispersion, standing, z_min)
+        raised = 1 + (dispersion - 1) * observed / expected
+
+        def p_one_lift(rows, columns, blocks=(observed, expected, raised)):
+            o, e, r = (m[np.ix_(rows, columns)] for m in blocks)
+            lift = o.sum() / e.sum()
+            return chdtrc(o.size - 1, np.sum((o - lift * e) ** 2 / (lift * e * r)))
+
+        owner = np.full(standing.shape, -1)
+        for index, (rows, columns) in enumerate(rectangles):
+            assert (owner[np.ix_(rows, columns)] == -1).all()
+            owner[np.ix_(rows, columns)] = index
+            assert len(rows) * len(columns) == 1 or p_one_lift(rows, columns) > level
+        assert np.array_equal(owner >= 0, standing)
+        for first, (rows_a, columns_a) in enumerate(rectangles):
+            for rows_b, columns_b in rectangles[first + 1:]:
+                if not (set(rows_a) & set(rows_b) or set(columns_a) & set(columns_b)):
+                    continue
+                rows, columns = sorted(set(rows_a) | set(rows_b)), sorted(set(columns_a) | set(columns_b))
+                while standing[np.ix_(rows, columns)].all():
+                    held = np.unique(owner[np.ix_(rows, columns)])
+                    grown_rows = sorted(set().union(*(rectangles[h][0] for h in held)))
+                    grown_columns = sorted(set().union(*(rectangles[h][1] for h in held)))
+                    if (grown_rows, grown_columns) == (rows, columns):
+                        assert p_one_lift(rows, columns) <= level
+                        break
+                    rows, columns = grown_rows, grown_columns
 
 
 def test_a_programme_raised_alike_in_two_cell_clusters_is_one_bicluster():

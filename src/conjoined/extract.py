@@ -767,46 +767,59 @@ def _joined_blocks(observed, expected, dispersion, standing, z_min):
     stays apart. (Joining only rectangles with the same row or the same column clusters, a grid of blocks at
     one lift could end in a pinwheel of rectangles none of which can join another.)"""
     level = 2 * norm.sf(z_min)
-    owner = np.where(standing, -1, -2)  # the rectangle of each standing block; -2: not standing
-    rectangles, sums = {}, {}
+    blocks = np.argwhere(standing)
+    owner = np.full(standing.shape, -2)  # the rectangle of each standing block; -2: not standing
+    owner[standing] = np.arange(len(blocks))
     with np.errstate(divide="ignore", invalid="ignore"):  # no background at all: NaN, nothing joins
         raised = 1 + (dispersion - 1) * np.maximum(observed / expected, 1.0)
-        # Pearson's statistic of blocks around one lift L is A / L - 2 B + L C with these sums over the blocks
+        # summed over blocks, they give Pearson's statistic of one lift (_one_lift_pearson)
         terms = np.stack([observed, expected, observed ** 2 / (raised * expected), observed / raised,
                           expected / raised, np.ones(observed.shape)], axis=-1)
-    candidates = []
+    # a merge makes one rectangle of at least two: there are fewer than twice as many rectangles as blocks
+    sums = np.zeros((2 * len(blocks), terms.shape[-1]))
+    sums[:len(blocks)] = terms[standing]
+    rectangles = {i: ((k,), (l,)) for i, (k, l) in enumerate(blocks.tolist())}
+    # the row and column clusters of each rectangle
+    row_sets = np.zeros((len(sums), standing.shape[0]), bool)
+    column_sets = np.zeros((len(sums), standing.shape[1]), bool)
+    row_sets[np.arange(len(blocks)), blocks[:, 0]] = column_sets[np.arange(len(blocks)), blocks[:, 1]] = True
+
+    def p_one_lift(held_sums):
+        """The p-value of one lift for blocks with these summed ``terms`` (..., 6)."""
+        statistic, _, n = _one_lift_pearson(held_sums)
+        return chdtrc(n - 1, statistic)
 
     def box_of(a, b):
         """The box that holds rectangles a and b and every rectangle it touches, as ``(row clusters, column
-        clusters)``, and the rectangles it holds; None if a block of it does not stand."""
+        clusters)``, and the rectangles it holds; None if a block of it does not stand, or if the rectangles it
+        holds so far differ in lift beyond what any box may show."""
         (rows_a, columns_a), (rows_b, columns_b) = rectangles[a], rectangles[b]
         if rows_a == rows_b or columns_a == columns_b:  # the two make up the box
-            return (tuple(sorted(set(rows_a) | set(rows_b))), tuple(sorted(set(columns_a) | set(columns_b)))), (a, b)
-        rows, columns = np.zeros(owner.shape[0], bool), np.zeros(owner.shape[1], bool)
-        rows[list(rows_a + rows_b)] = columns[list(columns_a + columns_b)] = True
+            return (tuple(sorted(set(rows_a) | set(rows_b))), tuple(sorted(set(columns_a) | set(columns_b)))), \
+                (min(a, b), max(a, b))
+        rows, columns = row_sets[[a, b]].any(axis=0), column_sets[[a, b]].any(axis=0)
         while True:
-            held = np.unique(owner[np.ix_(rows, columns)])
-            if held[0] == -2:
+            inside = owner[np.ix_(rows, columns)]
+            if inside.min() < 0:
                 return None
-            inside = np.isin(owner, held)
-            grown_rows, grown_columns = rows | inside.any(axis=1), columns | inside.any(axis=0)
-            if np.array_equal(grown_rows, rows) and np.array_equal(grown_columns, columns):
+            flags = np.zeros(len(sums), bool)
+            flags[inside.ravel()] = True
+            held = np.flatnonzero(flags)
+            # no box that holds these rectangles passes: the least statistic over lifts of the blocks held so
+            # far bounds the box's from below, and the box has at most every standing block (the p-value grows
+            # with the degrees of freedom)
+            if chdtrc(len(blocks) - 1, _one_lift_pearson(sums[held].sum(axis=0))[1]) <= level:
+                return None
+            # every block of the box belongs to a held rectangle: the box only grows
+            grown_rows, grown_columns = row_sets[held].any(axis=0), column_sets[held].any(axis=0)
+            if grown_rows.sum() == rows.sum() and grown_columns.sum() == columns.sum():
                 return (tuple(np.flatnonzero(rows).tolist()), tuple(np.flatnonzero(columns).tolist())), \
                     tuple(held.tolist())
             rows, columns = grown_rows, grown_columns
 
-    def one_lift(held):
-        """The p-value of one lift for the blocks of the rectangles ``held``."""
-        o, e, a, b, c, n = sum(sums[r] for r in held)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lift = o / e
-            return float(chdtrc(n - 1, max(a / lift - 2 * b + lift * c, 0.0)))
-
-    def add(index, rectangle):
-        rectangles[index] = rectangle
-        sums[index] = terms[np.ix_(*rectangle)].sum(axis=(0, 1))
-        owner[np.ix_(*rectangle)] = index
-        rows, columns = list(rectangle[0]), list(rectangle[1])
+    def offer(index):
+        """Put on the heap the boxes of rectangle ``index`` with each rectangle it shares a cluster with."""
+        rows, columns = map(list, rectangles[index])
         neighbours = np.union1d(owner[rows].ravel(), owner[:, columns].ravel())
         # a box holds the rectangle's rows on the other's columns and the other's rows on its columns
         rows_open, columns_open = standing[:, columns].all(axis=1), standing[rows].all(axis=0)
@@ -816,22 +829,52 @@ def _joined_blocks(observed, expected, dispersion, standing, z_min):
                 continue
             found = box_of(index, other)
             if found is not None:
-                p = one_lift(found[1])
+                p = float(p_one_lift(sums[list(found[1])].sum(axis=0)))
                 if p > level:
-                    heapq.heappush(candidates, (-p, found[0], tuple(sorted(found[1]))))
+                    heapq.heappush(candidates, (-p, found[0], found[1]))
 
-    numbers = itertools.count()
-    for k, l in np.argwhere(standing).tolist():
-        add(next(numbers), ((k,), (l,)))
+    # The first boxes are pairs of blocks in one row or one column cluster: their p-values at once.
+    candidates = []
+    for axis in (0, 1):
+        line = blocks[:, axis]
+        order = np.argsort(line, kind="stable")
+        starts = np.searchsorted(line[order], np.unique(line))
+        for members in np.split(order, starts[1:]):
+            first, second = np.triu_indices(len(members), 1)
+            a, b = members[first], members[second]
+            p = p_one_lift(sums[a] + sums[b])
+            for i, j, p_ij in zip(a.tolist(), b.tolist(), p.tolist()):
+                if p_ij > level:
+                    box = box_of(i, j)[0]
+                    candidates.append((-p_ij, box, (min(i, j), max(i, j))))
+    heapq.heapify(candidates)
+    numbers = itertools.count(len(blocks))
     while candidates:
         _, box, held = heapq.heappop(candidates)
         # A box is its rectangles' blocks and nothing else: while they all stand as they were, it is as it was.
         # Otherwise the candidate is stale, and the rectangle that took one of them offered its own.
         if all(r in rectangles for r in held):
+            index = next(numbers)
+            sums[index] = sums[list(held)].sum(axis=0)
             for r in held:
-                del rectangles[r], sums[r]
-            add(next(numbers), box)
+                del rectangles[r]
+            rectangles[index] = box
+            row_sets[index, list(box[0])] = column_sets[index, list(box[1])] = True
+            owner[np.ix_(*box)] = index
+            offer(index)
     return list(rectangles.values())
+
+
+def _one_lift_pearson(sums):
+    """Pearson's statistic of blocks around their pooled lift ``L = O / E``, its least over all lifts, and the
+    number of blocks, from their summed ``terms`` (..., 6) of :func:`_joined_blocks`: ``(O, E, A, B, C, n)``,
+    over the blocks of ``O``, ``E``, ``O^2 / (r E)``, ``O / r``, ``E / r`` (r: a block's dispersion at its lift)
+    and 1. The statistic at lift L is ``A / L - 2 B + L C``, least at ``L = sqrt(A / C)``: ``2 sqrt(A C) - 2 B``.
+    NaN where ``E`` is 0."""
+    observed, expected, a, b, c, n = np.moveaxis(np.asarray(sums, dtype=np.float64), -1, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lift = observed / expected
+        return (np.maximum(a / lift - 2 * b + lift * c, 0.0), np.maximum(2 * np.sqrt(a * c) - 2 * b, 0.0), n)
 
 
 def _has_levels(background):
