@@ -871,7 +871,7 @@ def _one_lift_pearson(sums):
     over the blocks of ``O``, ``E``, ``O^2 / (r E)``, ``O / r``, ``E / r`` (r: a block's dispersion at its lift)
     and 1. The statistic at lift L is ``A / L - 2 B + L C``, least at ``L = sqrt(A / C)``: ``2 sqrt(A C) - 2 B``.
     NaN where ``E`` is 0."""
-    observed, expected, a, b, c, n = np.moveaxis(np.asarray(sums, dtype=np.float64), -1, 0)
+    observed, expected, a, b, c, n = (sums[..., i] for i in range(6))
     with np.errstate(divide="ignore", invalid="ignore"):
         lift = observed / expected
         return (np.maximum(a / lift - 2 * b + lift * c, 0.0), np.maximum(2 * np.sqrt(a * c) - 2 * b, 0.0), n)
