@@ -44,8 +44,9 @@ def test_results_match_the_estimator(planted):
     assert isinstance(cells.dtype, pd.CategoricalDtype)
     assert list(cells.cat.categories) == [str(l) for l in range(model.n_column_clusters_)]
     assert list(genes.cat.categories) == [str(k) for k in range(model.n_row_clusters_)]
-    np.testing.assert_array_equal(cells.cat.codes, model.column_labels_)
-    np.testing.assert_array_equal(genes.cat.codes, model.row_labels_)
+    # the clusters whose topics the memberships are: the partitions the biclusters are read from
+    np.testing.assert_array_equal(cells.cat.codes, model.block_column_labels_)
+    np.testing.assert_array_equal(genes.cat.codes, model.block_row_labels_)
     np.testing.assert_array_equal(adata.obsm["cdp_membership"], model.column_membership_)
     np.testing.assert_array_equal(adata.varm["cdp_membership"], model.row_membership_)
     np.testing.assert_array_equal(adata.obsm["cdp_biclusters"], model.columns_.T)
@@ -107,9 +108,10 @@ def test_h5ad_round_trip(planted, tmp_path):
     _assert_same_results(adata, back)
 
     view, model = fitted_view(back), _reference_model(X)
+    for side in ("row", "column"):
+        for name in (f"{side}_labels_", f"block_{side}_labels_"):
+            np.testing.assert_array_equal(getattr(view, name), getattr(model, f"block_{side}_labels_"))
     for name in (
-        "row_labels_",
-        "column_labels_",
         "rows_",
         "columns_",
         "bicluster_pairs_",

@@ -42,6 +42,25 @@ def test_shuffling_rows_and_columns_shuffles_the_result():
     np.testing.assert_allclose(a.theta_, b.theta_)
 
 
+def test_content_keys_tell_apart_items_whose_weighted_totals_tie():
+    # Documents 0 and 1 hold two words each, a + b and c + d, with word totals 1 + 4 = 2 + 3: equal totals and
+    # equal totals weighted by a linear hash of the word totals. The words' own keys set them apart.
+    X = np.zeros((4, 5), np.int64)
+    X[[0, 1], 0] = X[[2, 3], 1] = 1
+    X[1, 2], X[2, 3], X[3, 4] = 3, 1, 2
+    row_keys, column_keys = conjoined.cdp._content_keys(X)
+    assert [key[0] for key in column_keys[:2]] == [key[1] for key in column_keys[:2]]
+    assert any(key[0] != key[1] for key in column_keys[2:])
+    # keys follow the items when rows and columns are shuffled
+    rng = np.random.default_rng(0)
+    pr, pc = rng.permutation(4), rng.permutation(5)
+    shuffled_rows, shuffled_columns = conjoined.cdp._content_keys(X[pr][:, pc])
+    for key, shuffled in zip(row_keys, shuffled_rows):
+        np.testing.assert_array_equal(key[pr], shuffled)
+    for key, shuffled in zip(column_keys, shuffled_columns):
+        np.testing.assert_array_equal(key[pc], shuffled)
+
+
 def test_same_seed_same_result_and_threads_do_not_matter():
     X, _, _ = make_cdp_case(4, random_state=0)
     a = CDP(random_state=11, n_jobs=1).fit(X)
@@ -49,6 +68,11 @@ def test_same_seed_same_result_and_threads_do_not_matter():
     np.testing.assert_array_equal(a.rows_, b.rows_)
     np.testing.assert_array_equal(a.columns_, b.columns_)
     np.testing.assert_array_equal(a.token_counts_.n_ik, b.token_counts_.n_ik)
+    # a SeedSequence is a seed like 11: fitting with it leaves it as it was, so the next fit is the same
+    seed = np.random.SeedSequence(11)
+    c = CDP(random_state=seed, n_jobs=1).fit(X)
+    assert seed.n_children_spawned == 0
+    np.testing.assert_array_equal(c.token_counts_.n_ik, a.token_counts_.n_ik)
 
 
 def test_fitted_attributes():
@@ -235,6 +259,18 @@ def test_refine_works_on_block_labels_and_leaves_the_mixtures_labels():
         # a bicluster holds its block of the refined partitions (and may add overlapping outsiders)
         assert rows[refined.block_row_labels_ == pair[0]].all()
         assert columns[refined.block_column_labels_ == pair[1]].all()
+    # The topics are the refined clusters: a row the refinement moved has its tokens in its new cluster's topic
+    # (reassigned from the mixtures' partitions they stayed in the old one), and every bicluster's own rows and
+    # columns have most of theirs in its topics.
+    moved = np.flatnonzero(refined.row_labels_ != refined.block_row_labels_)
+    assert moved.size
+    np.testing.assert_array_equal(refined.row_membership_[moved].argmax(axis=1), refined.block_row_labels_[moved])
+    for b in range(refined.n_biclusters_):
+        for (members, membership), labels, clusters in zip(
+                conjoined.cdp.bicluster_members(refined, b),
+                (refined.block_row_labels_, refined.block_column_labels_),
+                (refined.bicluster_row_clusters_[b], refined.bicluster_column_clusters_[b])):
+            assert (membership[clusters[labels[members]]] > 0.5).all()
 
 
 def test_input_is_not_modified():

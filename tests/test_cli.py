@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -302,6 +303,13 @@ BAD_INPUTS = [
 ]
 
 
+def test_a_bad_value_is_placed_as_the_file_holds_it_when_transposed(tmp_path, capsys):
+    (tmp_path / "negative.csv").write_text("gene,a,b,c\nx,1,2,0\ny,3,0,-1\n")
+    status, _, err = _run(["fit", tmp_path / "negative.csv", "--transpose", "-o", tmp_path / "out", *FAST], capsys)
+    assert status == 2 and re.search(r"negative values.*first at \(row, col\) = \(1, 2\)", err), err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("name, message", BAD_INPUTS)
 def test_bad_input_is_one_line_exit_2_and_no_outdir(name, message, tmp_path, capsys):
     _bad_files(tmp_path)
@@ -580,6 +588,25 @@ def test_plot_interrupted_mid_save_keeps_the_previous_picture(reference, tmp_pat
     assert status == 130 and err == "conjoined: interrupted\n"
     assert _contents(outdir) == before
     assert sorted(p.name for p in outdir.iterdir()) == sorted(p.name for p in reference.iterdir())
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_terminated_mid_write_leaves_nothing(planted, tmp_path, capsys, monkeypatch, signum, status):
+    # what `timeout` or a batch scheduler sends, here while the results are being written
+    X, genes, cells, _, _ = planted
+    (path, *_), _ = _write_csv(tmp_path, X, genes, cells)
+    written = cli.write_table_csv
+
+    def terminated_write(target, *args, **kwargs):
+        written(target, *args, **kwargs)
+        os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(cli, "write_table_csv", terminated_write)
+    before = signal.getsignal(signum)
+    assert _run(["fit", path, "-o", tmp_path / "out" / "run", *FAST], capsys) == (
+        status, "", f"conjoined: terminated by signal {int(signum)}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert signal.getsignal(signum) == before
 
 
 @pytest.mark.parametrize(

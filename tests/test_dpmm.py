@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.metrics import normalized_mutual_info_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import conjoined
 from conjoined.dpmm import backends
@@ -548,3 +549,14 @@ def test_count_split_merge_kernel_on_clusters_of_one_and_two_points():
         results.append(trace)
     assert results[0] == results[1]
     assert sum(t[0] for t in results[0]) > 0 and sum(t[1] for t in results[0]) > 0
+
+
+@parametrize_with_checks(
+    [conjoined.DPMM(n_iter=10, random_state=0)],
+    # sparse input is read as counts (the count priors' data); sparse non-count data is refused with an error
+    # naming the values, and dense data of any kind takes the Gaussian prior
+    expected_failed_checks=lambda estimator: {
+        "check_estimator_sparse_tag": "sparse input is read as counts; sklearn's sparse check feeds floats"},
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)

@@ -43,6 +43,20 @@ def test_table_with_row_names(tmp_path, counts, name, sep):
     assert result.source_format == name.split(".")[1]
 
 
+@pytest.mark.parametrize("name, sep", [("m.csv", ","), ("m.tsv.gz", "\t")])
+def test_table_with_numeric_row_names_under_an_empty_header(tmp_path, counts, name, sep):
+    # what pandas' to_csv writes for a default index, or numeric gene IDs: names, not a column of counts
+    X, _, cells = counts
+    pd.DataFrame(X, index=[101, 102, 103, 104, 105], columns=cells).to_csv(tmp_path / name, sep=sep)
+    result = read_matrix(tmp_path / name)
+    np.testing.assert_array_equal(result.X, X)
+    assert result.row_names.tolist() == ["101", "102", "103", "104", "105"]
+    np.testing.assert_array_equal(result.column_names, cells)
+    # a numeric first column with a header of its own is counts
+    pd.DataFrame(X, columns=cells).to_csv(tmp_path / "named.csv", index=False)
+    assert read_matrix(tmp_path / "named.csv").X.shape == X.shape
+
+
 def test_table_without_row_names(tmp_path, counts):
     X, _, cells = counts
     pd.DataFrame(X, columns=cells).to_csv(tmp_path / "m.csv", index=False)

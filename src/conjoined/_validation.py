@@ -81,8 +81,8 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
             raise TypeError(f"{name} must be numeric: {exc}") from None
         if out.ndim != 2:
             raise ValueError(
-                f"{name} must be 2-dimensional (n_samples, n_features), got shape {out.shape}; "
-                "reshape 1-d data with X.reshape(-1, 1) or X.reshape(1, -1)"
+                f"{name} must be 2-dimensional (n_samples, n_features), got shape {out.shape}. Reshape your data "
+                "with X.reshape(-1, 1) (one feature) or X.reshape(1, -1) (one sample)"
             )
         values = stored = out
     n_rows, n_cols = out.shape

@@ -143,7 +143,9 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         columns):
 
         - ``obs[f"{key}_cluster"]``, ``var[f"{key}_cluster"]``: categorical cluster of each cell / gene
-          (categories ``"0"``, ``"1"``, ...; missing for all-zero cells or genes, which are set aside).
+          (categories ``"0"``, ``"1"``, ...; missing for all-zero cells or genes, which are set aside), in the
+          partitions the biclusters are read from, whose clusters are the topics (CDP's
+          ``block_column_labels_`` / ``block_row_labels_``: the mixtures' partitions refined).
         - ``obsm[f"{key}_membership"]`` (n_cells, K_c), ``varm[f"{key}_membership"]`` (n_genes, K_r): share of
           each cell's / gene's tokens in each topic.
         - ``obsm[f"{key}_biclusters"]`` (n_cells, B), ``varm[f"{key}_biclusters"]`` (n_genes, B): bool, member
@@ -181,8 +183,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     adata = adata.copy() if copy else adata
     gene_names = np.asarray(adata.var_names, dtype=str)
     cell_names = np.asarray(adata.obs_names, dtype=str)
-    adata.obs[f"{key_added}_cluster"] = _categorical(model.column_labels_, model.n_column_clusters_, pandas)
-    adata.var[f"{key_added}_cluster"] = _categorical(model.row_labels_, model.n_row_clusters_, pandas)
+    adata.obs[f"{key_added}_cluster"] = _categorical(model.block_column_labels_, model.n_column_clusters_, pandas)
+    adata.var[f"{key_added}_cluster"] = _categorical(model.block_row_labels_, model.n_row_clusters_, pandas)
     adata.obsm[f"{key_added}_membership"] = model.column_membership_
     adata.varm[f"{key_added}_membership"] = model.row_membership_
     adata.obsm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.columns_.T)
@@ -243,7 +245,8 @@ def fitted_view(adata, key_added="cdp"):
     """What :func:`cdp` stored in ``adata``, as an object with a fitted CDP's attribute names (rows = genes,
     columns = cells), which the :mod:`conjoined.plot` functions accept.
 
-    Attributes: ``row_labels_``, ``column_labels_`` (-1 where the cluster is missing), ``rows_`` (B, n_genes),
+    Attributes: ``row_labels_``, ``column_labels_`` (the stored clusters, CDP's ``block_row_labels_`` /
+    ``block_column_labels_``, which it also sets; -1 where the cluster is missing), ``rows_`` (B, n_genes),
     ``columns_`` (B, n_cells), ``bicluster_pairs_``, ``bicluster_row_clusters_``, ``bicluster_column_clusters_``
     (their widths one past the largest cluster a bicluster joins), ``bicluster_strength_``, ``theta_``,
     ``row_membership_``, ``column_membership_``, ``n_row_clusters_``, ``n_column_clusters_``,
@@ -257,9 +260,13 @@ def fitted_view(adata, key_added="cdp"):
     stored = adata.uns[key_added]
     table = stored["biclusters"]
     theta = np.asarray(stored["theta"])
+    row_labels = np.asarray(adata.var[f"{key_added}_cluster"].cat.codes, dtype=np.int64)
+    column_labels = np.asarray(adata.obs[f"{key_added}_cluster"].cat.codes, dtype=np.int64)
     return SimpleNamespace(
-        row_labels_=np.asarray(adata.var[f"{key_added}_cluster"].cat.codes, dtype=np.int64),
-        column_labels_=np.asarray(adata.obs[f"{key_added}_cluster"].cat.codes, dtype=np.int64),
+        row_labels_=row_labels,
+        column_labels_=column_labels,
+        block_row_labels_=row_labels,
+        block_column_labels_=column_labels,
         rows_=np.asarray(adata.varm[f"{key_added}_biclusters"], dtype=bool).T,
         columns_=np.asarray(adata.obsm[f"{key_added}_biclusters"], dtype=bool).T,
         bicluster_pairs_=np.column_stack([table["k"], table["l"]]).astype(np.int64).reshape(-1, 2),

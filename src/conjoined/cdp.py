@@ -47,18 +47,44 @@ POINT_DISPERSION_ITERATIONS = 5
 
 _HASH_MULTIPLIER = 2654435761
 _HASH_MODULUS = 1048573  # a prime below 2**20: products with counts stay far from int64 overflow
+# Rounds of content keys after the weighted totals (_content_keys).
+CONTENT_ROUNDS = 3
 
 
 def _content_keys(X):
-    """(row keys, column keys): integers computed from the counts alone, so a permutation of the rows and
-    columns permutes the keys with them. Two rounds: totals, then totals weighted by hashes of the other side's
-    totals (exact integer arithmetic, so the summation order does not matter)."""
+    """(row keys, column keys): tuples of integer arrays computed from the counts alone, so a permutation of
+    the rows and columns permutes the keys with them. First the totals, then the totals weighted by hashes of
+    the other side's totals (exact integer arithmetic, so the summation order does not matter), then
+    ``CONTENT_ROUNDS`` rounds where each item's key hashes its counts weighted by hashes of the other side's
+    keys (Weisfeiler-Lehman refinement, modulo 2**64): two single-word documents whose words have different
+    keys differ, where the weighted totals of the second key can tie. Items still tied are alike in every
+    round (identical ones, for a start)."""
     counts = sp.csr_matrix(X, dtype=np.int64)
     row_totals = np.asarray(counts.sum(axis=1)).ravel()
     column_totals = np.asarray(counts.sum(axis=0)).ravel()
     row_mix = np.asarray(counts @ ((column_totals * _HASH_MULTIPLIER) % _HASH_MODULUS)).ravel() % _HASH_MODULUS
     column_mix = np.asarray(counts.T @ ((row_totals * _HASH_MULTIPLIER) % _HASH_MODULUS)).ravel() % _HASH_MODULUS
-    return (row_totals, row_mix), (column_totals, column_mix)
+    row_keys, column_keys = [row_totals, row_mix], [column_totals, column_mix]
+    wide = counts.astype(np.uint64)
+    row_hash, column_hash = _mix64(row_mix), _mix64(column_mix)
+    for _ in range(CONTENT_ROUNDS):
+        row_hash, column_hash = (_mix64(row_hash ^ np.asarray(wide @ column_hash).ravel()),
+                                 _mix64(column_hash ^ np.asarray(wide.T @ row_hash).ravel()))
+        row_keys.append(row_hash)
+        column_keys.append(column_hash)
+    return tuple(row_keys), tuple(column_keys)
+
+
+def _mix64(values):
+    """SplitMix64's finaliser of ``values`` (n,) as uint64: a bijection that spreads nearby integers apart
+    (uint64 arithmetic wraps around)."""
+    x = np.asarray(values).astype(np.uint64)
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x
 
 
 def _canonical_order(keys):
@@ -256,7 +282,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     mode : {"conjoined", "paper"}, default="conjoined"
         "paper" forces the published pipeline: independent multinomial mixtures on the raw matrix, no
         conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given.
-    random_state : None, int, RandomState or Generator
+    random_state : None, int, SeedSequence, RandomState or Generator
     n_jobs : int or None
         Threads of the DPMM passes (None: every core).
     verbose : bool or int
@@ -275,7 +301,9 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     row_labels_, column_labels_ : (n_rows,), (n_cols,) int, the cluster of each row/column (-1: all-zero, set
         aside).
     n_row_clusters_, n_column_clusters_ : int, K_r and K_c.
-    theta_ : (K_r, K_c) joint distribution of a token's (row topic, column topic).
+    theta_ : (K_r, K_c) joint distribution of a token's (row topic, column topic). The topics are the clusters
+        of ``block_row_labels_`` and ``block_column_labels_``: the token reassignment starts from the
+        partitions the biclusters are read from, so a bicluster's members have their tokens in its topics.
     phi_rows_ : (n_rows, K_r), phi_columns_ : (n_cols, K_c), each topic's distribution over rows/columns.
     row_membership_ : (n_rows, K_r) share of each row's tokens in each row topic; column_membership_ likewise.
     block_row_labels_, block_column_labels_ : the partitions the significance rule worked on (the refined
@@ -435,22 +463,24 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
             column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(_tempered(aggregated, *column_dispersion))
         col_labels, K_c, col_k_post = _select_labels(column_dpmm)
 
+        # The topics are the clusters the biclusters are read from: the refined partitions where the significance
+        # rule refines them, so that a bicluster's members have their tokens in its topics.
+        block_rows, block_cols = row_labels, col_labels
+        if self.extraction == "significance" and self.refine:
+            block_rows, block_cols = refine_partition(
+                core, row_labels, col_labels, z_min=self.z_min, min_size=self.min_size,
+                row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
         bar = progress_bar(self.n_reassign, "token reassignment", self.verbose)
         try:
             counts = reassign_tokens(
-                core, row_labels, col_labels, K_r, K_c, a_r=self.a_r, a_c=self.a_c, lam=self.lam,
+                core, block_rows, block_cols, K_r, K_c, a_r=self.a_r, a_c=self.a_c, lam=self.lam,
                 n_sweeps=self.n_reassign, method=self.reassign_method,
                 random_state=np.random.default_rng(seeds[0]), callback=lambda sweep, counts: bar.update(),
             )
         finally:
             bar.close()
         params = topic_parameters(counts, a_r=self.a_r, a_c=self.a_c, lam=self.lam)
-        block_rows, block_cols = row_labels, col_labels
         if self.extraction == "significance":
-            if self.refine:
-                block_rows, block_cols = refine_partition(
-                    core, row_labels, col_labels, z_min=self.z_min, min_size=self.min_size,
-                    row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
             found = extract_biclusters(core, counts, rule="significance", row_labels=block_rows,
                                        column_labels=block_cols, z_min=self.z_min, min_size=self.min_size,
                                        background=self.background)

@@ -17,7 +17,8 @@
   each row's tokens in the bicluster's row topics, its ``row_clusters``), their ``mean_row_membership``, and the same for the columns.
 - ``row_membership.csv``, ``column_membership.csv``: one line per row (column) named as in the input, one
   column per topic (``k0``, ``k1``, ... or ``l0``, ...) holding the share of its tokens in that topic, then
-  ``label``, its cluster (-1: an all-zero row set aside).
+  ``label``, its cluster in the partition the biclusters are read from, whose clusters are the topics (the
+  refined one, ``block_row_labels_``; -1: an all-zero row set aside).
 - ``theta.csv``: theta, the joint probability of a token's row topic (lines ``k0``...) and column topic
   (columns ``l0``...).
 - ``heatmap.png`` (the matrix sorted by cluster, the 10 strongest biclusters outlined), ``k_trace.png`` (K at
@@ -33,7 +34,8 @@ A truth file written by ``simulate`` has the same layout as ``biclusters.json`` 
 Exit status: 0 on success; 2 for a usage error, bad input (a file that is missing or does not parse,
 negative or non-integer values, an empty matrix, an existing OUTDIR without ``--force``, an OUTDIR that is or
 holds an input or the current directory) or too little memory, reported as one line ``conjoined: error: ...``
-on stderr with nothing written; 130 when interrupted; 141 (as for SIGPIPE) when stdout is closed early
+on stderr with nothing written; 130 when interrupted (Ctrl-C), 143 on SIGTERM and 129 on SIGHUP, with
+nothing written either; 141 (as for SIGPIPE) when stdout is closed early
 (``conjoined fit ... | head -1``), after every output file was written.
 """
 
@@ -46,7 +48,9 @@ import inspect
 import json
 import os
 import select
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -87,6 +91,8 @@ _SUMMARY_TOP_ROWS = 5
 _MODEL_LAYOUT = {
     "row_labels_": ("integer", ("n_rows",)),
     "column_labels_": ("integer", ("n_columns",)),
+    "block_row_labels_": ("integer", ("n_rows",)),
+    "block_column_labels_": ("integer", ("n_columns",)),
     "row_names": ("string", ("n_rows",)),
     "column_names": ("string", ("n_columns",)),
     "rows_": ("bool", ("n_biclusters", "n_rows")),
@@ -347,11 +353,12 @@ def _read_input(args):
         row_names=args.row_names,
         column_names=args.column_names,
     )
-    X, row_names, column_names = matrix.X, matrix.row_names, matrix.column_names
+    # checked as the file holds it, so that an error's (row, column) is the file's
+    X = check_matrix(matrix.X, name=str(args.input), counts=True)
+    row_names, column_names = matrix.row_names, matrix.column_names
     if args.transpose:
-        X = X.T.tocsr() if sp.issparse(X) else X.T
+        X = X.T.tocsr() if sp.issparse(X) else np.ascontiguousarray(X.T)
         row_names, column_names = column_names, row_names
-    X = check_matrix(X, name=str(args.input), counts=True)
     if min(X.shape) < 2:
         raise UserError(
             f"{args.input}: the matrix is {X.shape[0]} x {X.shape[1]}: too narrow to bicluster (CDP needs at "
@@ -461,6 +468,9 @@ def _load_model(path):
     if "bicluster_row_clusters_" not in arrays and "bicluster_pairs_" in arrays:  # saved before biclusters joined blocks
         arrays["bicluster_row_clusters_"], arrays["bicluster_column_clusters_"] = pair_cluster_masks(
             arrays["bicluster_pairs_"])
+    for side in ("row", "column"):  # saved when the topics were the mixtures' clusters
+        if f"block_{side}_labels_" not in arrays and f"{side}_labels_" in arrays:
+            arrays[f"block_{side}_labels_"] = arrays[f"{side}_labels_"]
     _check_model_layout(arrays, path)
     model = SimpleNamespace(**{name: arrays[name] for name in _SAVED_ATTRIBUTES})
     for side in ("row", "column"):
@@ -590,12 +600,12 @@ def _run_fit(args, argv):
             },
         )
         _write_membership_csv(
-            staging / "row_membership.csv", model.row_membership_, model.row_labels_, row_names, "k"
+            staging / "row_membership.csv", model.row_membership_, model.block_row_labels_, row_names, "k"
         )
         _write_membership_csv(
             staging / "column_membership.csv",
             model.column_membership_,
-            model.column_labels_,
+            model.block_column_labels_,
             column_names,
             "l",
         )
@@ -876,13 +886,46 @@ def _stdout_closed():
     return 128 + 13  # SIGPIPE
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP (``timeout``, a batch scheduler, a closed terminal): raised like KeyboardInterrupt, so
+    that half-written outputs are removed on the way out."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated(signum)
+
+
+@contextlib.contextmanager
+def _terminate_cleanly():
+    """While the block runs, SIGTERM and SIGHUP raise :class:`_Terminated` (main thread only: elsewhere, as in
+    a notebook's worker thread, signals cannot be caught and the handlers are left alone)."""
+    signums = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def main(argv=None):
     """Run the ``conjoined`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        status = _dispatch(argv)
+        with _terminate_cleanly():
+            status = _dispatch(argv)
         sys.stdout.flush()  # a closed stdout pipe shows here, not in Python's flush at exit
         return status
+    except _Terminated as exc:
+        print(f"{PROG}: terminated by signal {exc.signum}", file=sys.stderr)
+        return 128 + exc.signum
     except BrokenPipeError as exc:
         if _stdout_is_closed_pipe():
             return _stdout_closed()

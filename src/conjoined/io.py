@@ -158,7 +158,9 @@ def _read_table(path, sep):
     if frame.shape[0] == 0:
         raise ValueError(f"{path}: the table holds no values (no line after the header)")
     row_names = None
-    if not pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
+    # a first column without a header holds names even when they are numbers (pandas' to_csv writes its index so)
+    unnamed = pd.isna(pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str).iloc[0, 0])
+    if unnamed or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
         row_names = _make_unique(frame.iloc[:, 0].astype(str))
         frame = frame.iloc[:, 1:]
     for name in frame.columns:
@@ -339,7 +341,7 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     Formats, chosen by the extension:
 
     - ``.csv``/``.tsv`` (optionally ``.gz``): the header gives the column names; the first column gives the row
-      names when it is non-numeric (pandas). Dense.
+      names when it is non-numeric or its header is empty (as pandas' ``to_csv`` writes an index). Dense.
     - ``.mtx``/``.mtx.gz``: MatrixMarket, kept as stored. Sparse.
     - a folder holding a 10x output: ``matrix.mtx(.gz)`` (genes x cells), ``features.tsv(.gz)`` or
       ``genes.tsv(.gz)`` (row names: the gene symbols, made unique) and ``barcodes.tsv(.gz)`` (column names).

@@ -454,9 +454,16 @@ def _plot_one_membership(ax, membership, labels, what, max_bins):
     return shown
 
 
+def _topic_labels(model, side):
+    """The labels whose clusters are the model's topics: ``block_<side>_labels_`` (the partition the biclusters
+    are read from), or ``<side>_labels_`` for a model without them."""
+    return getattr(model, f"block_{side}_labels_", getattr(model, f"{side}_labels_"))
+
+
 def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0)):
     """``row_membership_`` and ``column_membership_`` as heatmaps (share of each row's/column's tokens per
-    cluster), items sorted by label (-1 last) and, within a cluster, by their membership in it.
+    cluster), items sorted by label (-1 last; ``block_row_labels_``, whose clusters are the topics, where the
+    model has them) and, within a cluster, by their membership in it.
 
     More than ``max_bins`` items are drawn as ``max_bins`` bins of consecutive sorted items (their mean).
 
@@ -465,9 +472,9 @@ def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0)):
     matplotlib.figure.Figure
     """
     figure, (row_ax, column_ax) = _new_axes(axes, figsize, ncols=2)
-    _plot_one_membership(row_ax, model.row_membership_, model.row_labels_, "row", max_bins)
+    _plot_one_membership(row_ax, model.row_membership_, _topic_labels(model, "row"), "row", max_bins)
     shown = _plot_one_membership(
-        column_ax, model.column_membership_, model.column_labels_, "column", max_bins
+        column_ax, model.column_membership_, _topic_labels(model, "column"), "column", max_bins
     )
     figure.colorbar(shown, ax=[row_ax, column_ax], fraction=0.04, pad=0.02).set_label(
         "membership (share of tokens)"

@@ -28,11 +28,16 @@ POINT_MOVES = 16
 
 
 def seed_sequence(random_state):
-    """A ``numpy.random.SeedSequence`` from None, an int, a SeedSequence, a RandomState or a Generator."""
+    """A ``numpy.random.SeedSequence`` from None, an int, a SeedSequence, a RandomState or a Generator.
+
+    A SeedSequence is copied: spawning from the caller's would change it, and the next fit given it would
+    differ."""
     if random_state is None:
         return np.random.SeedSequence()
     if isinstance(random_state, np.random.SeedSequence):
-        return random_state
+        return np.random.SeedSequence(random_state.entropy, spawn_key=random_state.spawn_key,
+                                      pool_size=random_state.pool_size,
+                                      n_children_spawned=random_state.n_children_spawned)
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
         if random_state < 0:
             raise ValueError(f"random_state must be a non-negative integer, got {random_state}")
@@ -41,7 +46,8 @@ def seed_sequence(random_state):
         return np.random.SeedSequence(int(random_state.randint(0, 2**31 - 1)))
     if isinstance(random_state, np.random.Generator):
         return np.random.SeedSequence(int(random_state.integers(0, 2**63 - 1)))
-    raise ValueError(f"random_state must be None, an int, a RandomState or a Generator, got {random_state!r}")
+    raise ValueError(
+        f"random_state must be None, an int, a SeedSequence, a RandomState or a Generator, got {random_state!r}")
 
 
 def resolve_n_jobs(n_jobs):
@@ -113,7 +119,7 @@ class DPMM(ClusterMixin, BaseEstimator):
         Exact split/merge proposals per iteration (all iterations).
     init_clusters : int, default=1
         Clusters of the random initial labelling.
-    random_state : None, int, RandomState or Generator
+    random_state : None, int, SeedSequence, RandomState or Generator
         Same value, same result, whatever ``n_jobs``.
     n_jobs : int or None, default=None
         Threads of the data pass; None or -1 uses every core, -2 all but one, and so on.
@@ -319,7 +325,8 @@ class DPMM(ClusterMixin, BaseEstimator):
         check_is_fitted(self, "labels_")
         raw = check_matrix(X, name="X")
         if raw.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {raw.shape[1]} features, but DPMM was fitted with {self.n_features_in_}")
+            raise ValueError(
+                f"X has {raw.shape[1]} features, but DPMM is expecting {self.n_features_in_} features as input")
         self.prior_.check_data(raw)
         log_w = np.log(self.weights_)
         with numba_threads(resolve_n_jobs(self.n_jobs)):
