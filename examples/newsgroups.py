@@ -122,10 +122,12 @@ def run_configuration(name, data, n_iter, seed, outdir):
     )
     print(heavy_bicluster_table(model, data.row_names, data.column_groups, data.group_names))
 
+    # the document clusters the biclusters are read from (the mixture's, refined), whose indices they name
+    labels = model.block_column_labels_
     print("\n--- document clusters: newsgroup make-up (percent of the cluster)")
-    print(document_cluster_table(model.column_labels_, data.column_groups, data.group_names))
-    assigned = model.column_labels_ >= 0
-    truth, found = data.column_groups[assigned], model.column_labels_[assigned]
+    print(document_cluster_table(labels, data.column_groups, data.group_names))
+    assigned = labels >= 0
+    truth, found = data.column_groups[assigned], labels[assigned]
     print(
         f"NMI against the four newsgroups: {normalized_mutual_info_score(truth, found):.3f} "
         f"(adjusted for chance, AMI: {adjusted_mutual_info_score(truth, found):.3f})"

@@ -114,6 +114,8 @@ def cell_cluster_table(adata, key):
     clusters = adata.obs[f"{key}_cluster"]
     lines = [f"{'cluster':>7}  {'cells':>5}  cell types"]
     for cluster, size in clusters.value_counts().items():
+        if size == 0:  # a cluster the refinement emptied (its index is kept, as theta's rows are)
+            continue
         lines.append(f"{cluster:>7}  {size:>5}  {make_up(adata.obs['bulk_labels'][clusters == cluster])}")
     return "\n".join(lines)
 

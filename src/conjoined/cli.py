@@ -515,6 +515,8 @@ def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=P
         heatmap_model = SimpleNamespace(
             row_labels_=model.row_labels_,
             column_labels_=model.column_labels_,
+            block_row_labels_=model.block_row_labels_,
+            block_column_labels_=model.block_column_labels_,
             rows_=model.rows_[:HEATMAP_MAX_BICLUSTERS],
             columns_=model.columns_[:HEATMAP_MAX_BICLUSTERS],
             **{name: getattr(model, name)[:HEATMAP_MAX_BICLUSTERS]

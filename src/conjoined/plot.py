@@ -129,8 +129,9 @@ def plot_biclusters(
 ):
     """Heatmap of X with rows and columns sorted by cluster, and the biclusters marked.
 
-    Rows are sorted by ``model.row_labels_`` and columns by ``model.column_labels_`` (label -1, set aside, last);
-    white lines separate clusters. Colour is ``log(1 + count)``. An axis longer than ``max_bins`` is shown as
+    Rows are sorted by ``model.block_row_labels_`` and columns by ``model.block_column_labels_``, the partitions
+    the biclusters are read from (``row_labels_`` and ``column_labels_`` for a model without them; label -1, set
+    aside, last); white lines separate clusters. Colour is ``log(1 + count)``. An axis longer than ``max_bins`` is shown as
     ``max_bins`` bins of consecutive sorted positions, each the mean count of its cells, computed on the sparse
     matrix (never densified).
 
@@ -163,8 +164,8 @@ def plot_biclusters(
     if X.ndim != 2:
         raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
     n_rows, n_cols = X.shape
-    row_labels = np.asarray(model.row_labels_)
-    column_labels = np.asarray(model.column_labels_)
+    row_labels = np.asarray(_topic_labels(model, "row"))
+    column_labels = np.asarray(_topic_labels(model, "column"))
     if row_labels.shape != (n_rows,) or column_labels.shape != (n_cols,):
         raise ValueError(
             f"X has shape {X.shape} but the model has {row_labels.size} row labels and {column_labels.size} "
