@@ -190,6 +190,19 @@ def test_callback_sees_every_sweep_with_copies():
     assert seen[0][1].n_ik is not final.n_ik
 
 
+def test_averaged_counts_are_the_means_of_the_last_sweeps_allocations():
+    X = _random_counts(6, shape=(8, 7))
+    seen = []
+    arguments = dict(X=X, row_labels=np.arange(8) % 2, column_labels=np.arange(7) % 2, n_row_clusters=2,
+                     n_column_clusters=2, **HYPER, n_sweeps=6, random_state=4)
+    mean = reassign_tokens(**arguments, n_average=4, callback=lambda sweep, counts: seen.append(counts))
+    for average, draws in zip(mean, zip(*seen[2:])):
+        assert average.dtype == np.float64
+        np.testing.assert_allclose(average, np.mean(draws, axis=0))
+    last = reassign_tokens(**arguments, n_average=1)
+    np.testing.assert_array_equal(last.n_ik, reassign_tokens(**arguments).n_ik)
+
+
 def test_paper_code_from_labels_leaves_counts_unchanged():
     # Every token of a row carries the row's label, so the leave-one-out draws can only return that label.
     X = _random_counts(6)
@@ -229,6 +242,8 @@ def test_paper_code_draw_uses_the_other_tokens_of_the_row():
         ({"lam": -1.0}, "lam must be > 0"),
         ({"a_c": np.nan}, "a_c must be a finite number"),
         ({"n_sweeps": -1}, "n_sweeps must be an integer >= 0"),
+        ({"n_average": 2}, "n_average must be at most n_sweeps = 1, got 2"),
+        ({"n_average": -1}, "n_average must be an integer >= 0"),
         ({"method": "exact"}, "method must be one of"),
         ({"init": "kmeans"}, "init must be one of"),
         ({"callback": 3}, "callback must be callable"),

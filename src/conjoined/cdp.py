@@ -37,7 +37,7 @@ from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.estimator import resolve_n_jobs, seed_sequence
 from .dpmm.priors import COUNT_GRID
 from .extract import BACKGROUNDS, check_thresholds, extract_biclusters, refine_partition, topic_parameters
-from .reassign import check_token_total, reassign_tokens
+from .reassign import TokenCounts, check_token_total, reassign_tokens
 
 LIKELIHOODS = ("poisson", "multinomial")
 MODES = ("conjoined", "paper")
@@ -234,7 +234,9 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     n_rounds : int, default=2
         Conjoined rounds after the initial independent runs (0: independent mixtures, as in the paper).
     n_reassign : int, default=20
-        Sweeps of the token reassignment.
+        Sweeps of the token reassignment. The token counts, and with them theta, phi and the memberships, are
+        their means over the last half of the sweeps (the last ``ceil(n_reassign / 2)``): posterior means, where
+        the final allocation alone is one draw (a one-token document's membership is then 0 or 1).
     a_r, a_c, lam : float, default=0.1, 0.1, 0.1
         Dirichlet smoothing of phi_rows, phi_columns and theta in the reassignment (must be > 0).
     reassign_method : {"gibbs", "paper-code"}, default="gibbs"
@@ -326,7 +328,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         everywhere where the data show no depth effect; NaN for items set aside); None without conjoined
         rounds.
     row_dpmm_, column_dpmm_ : the last fitted DPMM of each side, with its traces.
-    token_counts_ : TokenCounts (n_kl, n_ik, n_jl) after the reassignment.
+    token_counts_ : TokenCounts (n_kl, n_ik, n_jl), float64: the reassignment's mean counts over the last half of
+        its sweeps (the initial allocation's counts when ``n_reassign=0``).
     """
 
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",
@@ -474,11 +477,12 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
         try:
             counts = reassign_tokens(
                 core, block_rows, block_cols, K_r, K_c, a_r=self.a_r, a_c=self.a_c, lam=self.lam,
-                n_sweeps=self.n_reassign, method=self.reassign_method,
+                n_sweeps=self.n_reassign, n_average=(self.n_reassign + 1) // 2, method=self.reassign_method,
                 random_state=np.random.default_rng(seeds[0]), callback=lambda sweep, counts: bar.update(),
             )
         finally:
             bar.close()
+        counts = TokenCounts(*(np.asarray(count, dtype=np.float64) for count in counts))
         params = topic_parameters(counts, a_r=self.a_r, a_c=self.a_c, lam=self.lam)
         if self.extraction == "significance":
             found = extract_biclusters(core, counts, rule="significance", row_labels=block_rows,

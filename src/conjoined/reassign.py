@@ -484,6 +484,7 @@ def reassign_tokens(
     a_c,
     lam,
     n_sweeps,
+    n_average=0,
     method="gibbs",
     init="labels",
     random_state=None,
@@ -506,6 +507,12 @@ def reassign_tokens(
         numbers of rows and columns of ``X`` (set-aside rows/columns included, with no tokens).
     n_sweeps : int >= 0
         Number of sweeps over all cells (0 returns the initial allocation).
+    n_average : int in 0..n_sweeps, default=0
+        With ``n_average > 0`` the returned counts are the means of the allocations after each of the last
+        ``n_average`` sweeps: estimates of the posterior means of n_kl, n_ik and n_jl where one allocation is a
+        single draw (a one-token row's n_ik is 0 or 1 in any draw). The means are taken within the chain, whose
+        topics keep the identities of the labels it starts from over a few sweeps of real data; the posterior
+        itself is symmetric in the topics, so over very long runs on tiny data they may switch.
     method : {"gibbs", "paper-code"}
         "gibbs": the exact collapsed sampler of the module docstring. "paper-code": the reassignment of the
         authors' published code, for comparison only: per sweep, one leave-one-out draw per token of its row topic
@@ -524,7 +531,8 @@ def reassign_tokens(
     Returns
     -------
     TokenCounts
-        Counts of the final allocation: n_kl (K_r, K_c), n_ik (n_rows, K_r), n_jl (n_cols, K_c), all int64.
+        Counts of the final allocation: n_kl (K_r, K_c), n_ik (n_rows, K_r), n_jl (n_cols, K_c), all int64; with
+        ``n_average > 0`` their means over the last ``n_average`` sweeps, float64.
     """
     X = check_matrix(X, name="X", counts=True)
     X = X if sp.issparse(X) else sp.csr_matrix(X)
@@ -543,6 +551,9 @@ def reassign_tokens(
     a_c = check_positive(a_c, "a_c")
     lam = check_positive(lam, "lam")
     n_sweeps = check_int(n_sweeps, "n_sweeps", minimum=0)
+    n_average = check_int(n_average, "n_average", minimum=0)
+    if n_average > n_sweeps:
+        raise ValueError(f"n_average must be at most n_sweeps = {n_sweeps}, got {n_average}")
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     if init not in _INITS:
@@ -568,6 +579,7 @@ def reassign_tokens(
     _tally(indptr, indices, cell_counts, offsets, pairs, *counts)
     max_cell_count = int(cell_counts.max(initial=0))
     seeds = _integers(rng, np.iinfo(np.int32).max, n_sweeps)
+    sums = TokenCounts(*(np.zeros(a.shape) for a in counts)) if n_average else None
     for sweep in range(n_sweeps):
         if method == "gibbs":
             n_k = counts.n_kl.sum(axis=1)
@@ -593,8 +605,13 @@ def reassign_tokens(
             )
             counts = _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters)
             _tally(indptr, indices, cell_counts, offsets, pairs, *counts)
+        if sweep >= n_sweeps - n_average:
+            for total, count in zip(sums, counts):
+                total += count
         if callback is not None:
             callback(sweep, TokenCounts(*(a.copy() for a in counts)))
+    if n_average:
+        return TokenCounts(*(total / n_average for total in sums))
     return counts
 
 
