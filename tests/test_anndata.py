@@ -254,6 +254,19 @@ def test_too_few_cells_are_named_as_cells(planted):
         cdp(adata[:1].copy(), **PARAMS)
 
 
+def test_fitted_view_of_a_subset_keeps_the_stored_clusters(planted):
+    adata, _, _, _ = planted
+    cdp(adata, **PARAMS)
+    cells = adata.obs["cdp_cluster"]
+    # drop every cell of the lowest cluster: the copy drops its category, which shifts the others' codes
+    subset = adata[cells != cells.cat.categories[0]].copy()
+    subset.obs.loc[subset.obs_names[0], "cdp_cluster"] = None
+    assert len(subset.obs["cdp_cluster"].cat.categories) < len(cells.cat.categories)
+    expected = np.array([-1] + [int(v) for v in subset.obs["cdp_cluster"].iloc[1:]])
+    np.testing.assert_array_equal(fitted_view(subset).column_labels_, expected)
+    assert expected[1:].min() >= 1
+
+
 def test_fitted_view_without_results(planted):
     adata, _, _, _ = planted
     with pytest.raises(KeyError, match="run conjoined.anndata.cdp"):

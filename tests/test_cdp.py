@@ -42,6 +42,17 @@ def test_shuffling_rows_and_columns_shuffles_the_result():
     np.testing.assert_allclose(a.theta_, b.theta_)
 
 
+def test_content_keys_run_until_a_chain_is_told_apart():
+    # A 40 x 40 bidiagonal matrix: row i counts in columns i and i + 1. Only the ends differ in their totals;
+    # each round of refinement tells apart one more link from each end, so it takes about 20 rounds.
+    n = 40
+    X = 3 * (np.eye(n, dtype=np.int64) + np.eye(n, k=1, dtype=np.int64))
+    row_keys, column_keys = conjoined.cdp._content_keys(X)
+    assert len(set(zip(*row_keys))) == n and len(set(zip(*column_keys))) == n
+    # a matrix whose items are told apart at once stops after one round that splits nothing
+    assert len(conjoined.cdp._content_keys(np.diag(np.arange(1, 6)))[0]) == 3
+
+
 def test_content_keys_tell_apart_items_whose_weighted_totals_tie():
     # Documents 0 and 1 hold two words each, a + b and c + d, with word totals 1 + 4 = 2 + 3: equal totals and
     # equal totals weighted by a linear hash of the word totals. The words' own keys set them apart.

@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -602,11 +603,83 @@ def test_terminated_mid_write_leaves_nothing(planted, tmp_path, capsys, monkeypa
         os.kill(os.getpid(), signum)
 
     monkeypatch.setattr(cli, "write_table_csv", terminated_write)
-    before = signal.getsignal(signum)
-    assert _run(["fit", path, "-o", tmp_path / "out" / "run", *FAST], capsys) == (
-        status, "", f"conjoined: terminated by signal {int(signum)}\n")
+    previous = signal.signal(signum, signal.SIG_DFL)  # as in a shell; under nohup SIGHUP starts ignored
+    try:
+        assert _run(["fit", path, "-o", tmp_path / "out" / "run", *FAST], capsys) == (
+            status, "", f"conjoined: terminated by signal {int(signum)}\n")
+        assert signal.getsignal(signum) == signal.SIG_DFL
+    finally:
+        signal.signal(signum, previous)
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
-    assert signal.getsignal(signum) == before
+
+
+def test_an_ignored_hangup_is_left_ignored(planted, tmp_path, capsys, monkeypatch):
+    # `nohup conjoined fit ...` must survive the terminal closing
+    X, genes, cells, _, _ = planted
+    (path, *_), _ = _write_csv(tmp_path, X, genes, cells)
+    written = cli.write_table_csv
+
+    def hung_up_write(target, *args, **kwargs):
+        written(target, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGHUP)
+
+    monkeypatch.setattr(cli, "write_table_csv", hung_up_write)
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        status, _, err = _run(["fit", path, "-o", tmp_path / "run", *FAST], capsys)
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert status == 0, err
+    assert (tmp_path / "run" / "biclusters.json").is_file()
+
+
+@pytest.mark.parametrize("interruption, status, message", [
+    (KeyboardInterrupt(), 130, "conjoined: interrupted\n"),
+    (cli._Terminated(signal.SIGTERM), 143, "conjoined: terminated by signal 15\n"),
+])
+def test_a_signal_wrapped_by_compiled_code_is_still_an_interruption(planted, tmp_path, capsys, monkeypatch,
+                                                                     interruption, status, message):
+    # numba calling back into Python turns the handler's exception into the context of a SystemError
+    X, genes, cells, _, _ = planted
+    (path, *_), _ = _write_csv(tmp_path, X, genes, cells)
+
+    def wrapped(*args, **kwargs):
+        try:
+            raise interruption
+        except BaseException as exc:
+            raise SystemError("CPUDispatcher(<function _sweep>) returned a result with an exception set") from exc
+
+    monkeypatch.setattr(cli, "write_table_csv", wrapped)
+    assert _run(["fit", path, "-o", tmp_path / "run", *FAST], capsys) == (status, "", message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_signal_during_the_swap_of_force_waits_until_the_results_are_in_place(planted, tmp_path, capsys,
+                                                                                  monkeypatch):
+    from conjoined import io
+
+    X, genes, cells, _, _ = planted
+    (path, *_), _ = _write_csv(tmp_path, X, genes, cells)
+    outdir = tmp_path / "run"
+    outdir.mkdir()
+    (outdir / "old.txt").write_text("previous results")
+    replace = os.replace
+
+    def terminated_replace(source, target):
+        replace(source, target)
+        if Path(source) == outdir:  # between moving the old results aside and the new ones in
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(io.os, "replace", terminated_replace)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        status, _, err = _run(["fit", path, "-o", outdir, "--force", *FAST], capsys)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert (status, err) == (143, "conjoined: terminated by signal 15\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, "run"])
+    assert (outdir / "biclusters.json").is_file() and not (outdir / "old.txt").exists()
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,22 @@ def test_table_with_numeric_row_names_under_an_empty_header(tmp_path, counts, na
     assert read_matrix(tmp_path / "named.csv").X.shape == X.shape
 
 
+def test_table_headers_as_r_writes_them_and_a_header_called_na(tmp_path):
+    # R's write.table: row names, and a header one field short
+    (tmp_path / "r.tsv").write_text("a\tb\tc\n10\t1\t2\t3\n20\t4\t5\t6\n")
+    result = read_matrix(tmp_path / "r.tsv")
+    assert result.X.tolist() == [[1, 2, 3], [4, 5, 6]] and result.row_names.tolist() == ["10", "20"]
+    assert result.column_names.tolist() == ["a", "b", "c"]
+    # a column named "NA" is a column of counts, not a first column without a header
+    (tmp_path / "na.csv").write_text("NA,a\n1,2\n3,4\n")
+    result = read_matrix(tmp_path / "na.csv")
+    assert result.X.tolist() == [[1, 2], [3, 4]] and result.row_names is None
+    # a header two or more fields short is not a table of counts with names
+    (tmp_path / "short.csv").write_text("# made by x\n,a,b\n1,2,3\n")
+    with pytest.raises(ValueError, match=r"short.csv: the header has 1 fields, and the lines below it 3"):
+        read_matrix(tmp_path / "short.csv")
+
+
 def test_table_without_row_names(tmp_path, counts):
     X, _, cells = counts
     pd.DataFrame(X, columns=cells).to_csv(tmp_path / "m.csv", index=False)

@@ -260,8 +260,8 @@ def fitted_view(adata, key_added="cdp"):
     stored = adata.uns[key_added]
     table = stored["biclusters"]
     theta = np.asarray(stored["theta"])
-    row_labels = np.asarray(adata.var[f"{key_added}_cluster"].cat.codes, dtype=np.int64)
-    column_labels = np.asarray(adata.obs[f"{key_added}_cluster"].cat.codes, dtype=np.int64)
+    row_labels = _stored_labels(adata.var[f"{key_added}_cluster"])
+    column_labels = _stored_labels(adata.obs[f"{key_added}_cluster"])
     return SimpleNamespace(
         row_labels_=row_labels,
         column_labels_=column_labels,
@@ -282,6 +282,16 @@ def fitted_view(adata, key_added="cdp"):
         row_dpmm_=SimpleNamespace(n_clusters_trace_=np.asarray(stored["gene_k_trace"])),
         column_dpmm_=SimpleNamespace(n_clusters_trace_=np.asarray(stored["cell_k_trace"])),
     )
+
+
+def _stored_labels(column):
+    """The clusters of a ``*_cluster`` column (categories "0", "1", ...; missing: -1), read from the category
+    values: a subset of the AnnData drops unused categories, which shifts the codes."""
+    values = np.asarray(column.astype(object), dtype=object)
+    missing = np.array([value is None or value != value for value in values], dtype=bool)
+    labels = np.full(values.shape, -1, dtype=np.int64)
+    labels[~missing] = np.asarray(values[~missing], dtype=str).astype(np.int64)
+    return labels
 
 
 def _posterior_dict(stored):

@@ -48,17 +48,19 @@ POINT_DISPERSION_ITERATIONS = 5
 _HASH_MULTIPLIER = 2654435761
 _HASH_MODULUS = 1048573  # a prime below 2**20: products with counts stay far from int64 overflow
 # Rounds of content keys after the weighted totals (_content_keys).
-CONTENT_ROUNDS = 3
+MAX_CONTENT_ROUNDS = 64
 
 
 def _content_keys(X):
     """(row keys, column keys): tuples of integer arrays computed from the counts alone, so a permutation of
     the rows and columns permutes the keys with them. First the totals, then the totals weighted by hashes of
-    the other side's totals (exact integer arithmetic, so the summation order does not matter), then
-    ``CONTENT_ROUNDS`` rounds where each item's key hashes its counts weighted by hashes of the other side's
-    keys (Weisfeiler-Lehman refinement, modulo 2**64): two single-word documents whose words have different
-    keys differ, where the weighted totals of the second key can tie. Items still tied are alike in every
-    round (identical ones, for a start)."""
+    the other side's totals (exact integer arithmetic, so the summation order does not matter), then rounds
+    where each item's key hashes its previous key and its counts weighted by hashes of the other side's keys
+    (Weisfeiler-Lehman refinement, modulo 2**64): two single-word documents whose words have different keys
+    differ, where the weighted totals of the second key can tie. The rounds go on until one splits no group of
+    tied items (then none ever will), at most ``MAX_CONTENT_ROUNDS``: a chain of items, each told apart only
+    through its neighbours, needs a round per link. Items still tied are alike in every round (identical
+    ones, for a start)."""
     counts = sp.csr_matrix(X, dtype=np.int64)
     row_totals = np.asarray(counts.sum(axis=1)).ravel()
     column_totals = np.asarray(counts.sum(axis=0)).ravel()
@@ -67,11 +69,15 @@ def _content_keys(X):
     row_keys, column_keys = [row_totals, row_mix], [column_totals, column_mix]
     wide = counts.astype(np.uint64)
     row_hash, column_hash = _mix64(row_mix), _mix64(column_mix)
-    for _ in range(CONTENT_ROUNDS):
+    groups = (np.unique(row_hash).size, np.unique(column_hash).size)
+    for _ in range(MAX_CONTENT_ROUNDS):
         row_hash, column_hash = (_mix64(row_hash ^ np.asarray(wide @ column_hash).ravel()),
                                  _mix64(column_hash ^ np.asarray(wide.T @ row_hash).ravel()))
         row_keys.append(row_hash)
         column_keys.append(column_hash)
+        groups, previous = (np.unique(row_hash).size, np.unique(column_hash).size), groups
+        if groups == previous:
+            break
     return tuple(row_keys), tuple(column_keys)
 
 
@@ -300,17 +306,19 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     Attributes
     ----------
     rows_ : (n_biclusters, n_rows) bool; columns_ : (n_biclusters, n_cols) bool.
-    row_labels_, column_labels_ : (n_rows,), (n_cols,) int, the cluster of each row/column (-1: all-zero, set
-        aside).
-    n_row_clusters_, n_column_clusters_ : int, K_r and K_c.
+    row_labels_, column_labels_ : (n_rows,), (n_cols,) int, the cluster of each row/column in the mixtures'
+        partitions (-1: all-zero, set aside).
+    n_row_clusters_, n_column_clusters_ : int, K_r and K_c: the numbers of clusters of ``block_row_labels_`` and
+        ``block_column_labels_``, the topics of theta, phi and the memberships. The refinement merges clusters
+        (and may empty some), so they can be below the mixtures' K.
     theta_ : (K_r, K_c) joint distribution of a token's (row topic, column topic). The topics are the clusters
         of ``block_row_labels_`` and ``block_column_labels_``: the token reassignment starts from the
         partitions the biclusters are read from, so a bicluster's members have their tokens in its topics.
     phi_rows_ : (n_rows, K_r), phi_columns_ : (n_cols, K_c), each topic's distribution over rows/columns.
     row_membership_ : (n_rows, K_r) share of each row's tokens in each row topic; column_membership_ likewise.
     block_row_labels_, block_column_labels_ : the partitions the significance rule worked on (the refined
-        ones with ``refine=True``, otherwise ``row_labels_``, ``column_labels_``); cluster indices as there, a
-        cluster may be empty.
+        ones with ``refine=True``, otherwise ``row_labels_``, ``column_labels_``), clusters 0..K_r-1 (0..K_c-1),
+        each with members; refined clusters keep the order of the mixture's clusters they came from.
     bicluster_pairs_ : (n_biclusters, 2) the (k, l) of each bicluster (indices of ``block_row_labels_``,
         ``block_column_labels_``): its strongest block where it joins several; bicluster_strength_ :
         (n_biclusters,).
@@ -473,6 +481,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
             block_rows, block_cols = refine_partition(
                 core, row_labels, col_labels, z_min=self.z_min, min_size=self.min_size,
                 row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
+            # The refinement merges clusters and may empty others: the topics are the clusters it kept.
+            (block_rows, K_r), (block_cols, K_c) = _renumbered(block_rows), _renumbered(block_cols)
         bar = progress_bar(self.n_reassign, "token reassignment", self.verbose)
         try:
             counts = reassign_tokens(
@@ -548,6 +558,12 @@ def bicluster_members(model, b):
         order = np.lexsort((-phi[np.ix_(members, topics)].sum(axis=1), -share))
         out.append((members[order], share[order]))
     return tuple(out)
+
+
+def _renumbered(labels):
+    """``(labels, K)``: the non-negative labels renumbered 0..K-1 in their order, K the number of clusters used."""
+    used, labels = np.unique(np.asarray(labels, dtype=np.int64), return_inverse=True)
+    return labels.astype(np.int64), used.size
 
 
 def _cluster_masks(clusters, labels):

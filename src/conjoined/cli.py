@@ -901,15 +901,29 @@ def _raise_terminated(signum, frame):
     raise _Terminated(signum)
 
 
+def _interruption(exc):
+    """The KeyboardInterrupt or :class:`_Terminated` behind ``exc``, or None. A signal that arrives while
+    compiled code calls back into Python (numba does) comes out wrapped, as a SystemError whose context it is."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (KeyboardInterrupt, _Terminated)):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 @contextlib.contextmanager
 def _terminate_cleanly():
-    """While the block runs, SIGTERM and SIGHUP raise :class:`_Terminated` (main thread only: elsewhere, as in
-    a notebook's worker thread, signals cannot be caught and the handlers are left alone)."""
+    """While the block runs, SIGTERM and SIGHUP raise :class:`_Terminated` where they would have killed the
+    process (a signal ignored, as SIGHUP under ``nohup``, or handled by the caller is left as it is), and in the
+    main thread only: elsewhere, as in a notebook's worker thread, signals cannot be caught."""
     signums = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, _raise_terminated) for signum in signums}
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in signums
+                if signal.getsignal(signum) == signal.SIG_DFL}
     try:
         yield
     finally:
@@ -921,10 +935,16 @@ def main(argv=None):
     """Run the ``conjoined`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        with _terminate_cleanly():
-            status = _dispatch(argv)
-        sys.stdout.flush()  # a closed stdout pipe shows here, not in Python's flush at exit
-        return status
+        try:
+            with _terminate_cleanly():
+                status = _dispatch(argv)
+            sys.stdout.flush()  # a closed stdout pipe shows here, not in Python's flush at exit
+            return status
+        except Exception as exc:
+            interruption = _interruption(exc)
+            if interruption is None:
+                raise
+            raise interruption from None
     except _Terminated as exc:
         print(f"{PROG}: terminated by signal {exc.signum}", file=sys.stderr)
         return 128 + exc.signum

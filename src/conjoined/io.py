@@ -15,6 +15,8 @@ import json
 import numbers
 import os
 import shutil
+import signal
+import threading
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping
@@ -158,11 +160,19 @@ def _read_table(path, sep):
     if frame.shape[0] == 0:
         raise ValueError(f"{path}: the table holds no values (no line after the header)")
     row_names = None
-    # a first column without a header holds names even when they are numbers (pandas' to_csv writes its index so)
-    unnamed = pd.isna(pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str).iloc[0, 0])
-    if unnamed or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
-        row_names = _make_unique(frame.iloc[:, 0].astype(str))
-        frame = frame.iloc[:, 1:]
+    if isinstance(frame.index, pd.MultiIndex):
+        raise ValueError(f"{path}: the header has {frame.shape[1]} fields, and the lines below it "
+                         f"{frame.shape[1] + frame.index.nlevels} (at most one more, for row names)")
+    if not isinstance(frame.index, pd.RangeIndex):
+        # a header one field short (R's write.table): pandas reads the first column as the row names
+        row_names = _make_unique(frame.index.astype(str))
+    else:
+        # a first column without a header holds names even when they are numbers (pandas' to_csv writes its
+        # index so); read as text, so that a header "NA" or "null" is a name, not a missing one
+        first = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0, 0]
+        if first.strip() == "" or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
+            row_names = _make_unique(frame.iloc[:, 0].astype(str))
+            frame = frame.iloc[:, 1:]
     for name in frame.columns:
         if not pd.api.types.is_numeric_dtype(frame[name]):
             raise ValueError(
@@ -341,7 +351,8 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     Formats, chosen by the extension:
 
     - ``.csv``/``.tsv`` (optionally ``.gz``): the header gives the column names; the first column gives the row
-      names when it is non-numeric or its header is empty (as pandas' ``to_csv`` writes an index). Dense.
+      names when it is non-numeric, its header is empty (as pandas' ``to_csv`` writes an index) or the header
+      is one field short (as R's ``write.table`` writes row names). Dense.
     - ``.mtx``/``.mtx.gz``: MatrixMarket, kept as stored. Sparse.
     - a folder holding a 10x output: ``matrix.mtx(.gz)`` (genes x cells), ``features.tsv(.gz)`` or
       ``genes.tsv(.gz)`` (row names: the gene symbols, made unique) and ``barcodes.tsv(.gz)`` (column names).
@@ -492,28 +503,53 @@ def atomic_output_dir(path, force=False, *, keep=()):
     staging.mkdir()
     try:
         yield staging
-        if path.exists() or path.is_symlink():
-            previous = _temporary_sibling(parent / path.name, "replaced")
-            os.replace(path, previous)
-            try:
-                os.replace(staging, path)
-            except OSError:
-                os.replace(previous, path)
-                raise
-            if previous.is_dir() and not previous.is_symlink():
-                shutil.rmtree(previous)
+        with _signals_deferred():
+            if path.exists() or path.is_symlink():
+                previous = _temporary_sibling(parent / path.name, "replaced")
+                os.replace(path, previous)
+                try:
+                    os.replace(staging, path)
+                except OSError:
+                    os.replace(previous, path)
+                    raise
+                if previous.is_dir() and not previous.is_symlink():
+                    shutil.rmtree(previous)
+                else:
+                    previous.unlink()
             else:
-                previous.unlink()
-        else:
-            os.replace(staging, path)
+                os.replace(staging, path)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        for directory in created_parents:  # deepest first; stops at one that is no longer empty
-            try:
-                directory.rmdir()
-            except OSError:
-                break
+        with _signals_deferred():
+            shutil.rmtree(staging, ignore_errors=True)
+            for directory in created_parents:  # deepest first; stops at one that is no longer empty
+                try:
+                    directory.rmdir()
+                except OSError:
+                    break
         raise
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Hold SIGINT, SIGTERM and SIGHUP until the block is done, so that swapping the output into place, or
+    removing a partial one, is not left half done; the first that arrived meanwhile is raised again after, to
+    the handler it would have met. (A thread's signal mask would not do: a process-directed signal goes to
+    another thread, numba's or BLAS's, and Python runs its handler in the main thread all the same.) Outside
+    the main thread, where handlers cannot be set, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    arrived = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: arrived.append(signum)) for signum in held
+                if signal.getsignal(signum) is not None}  # None: a handler set outside Python, kept
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if arrived:
+            signal.raise_signal(arrived[0])
 
 
 def _json_default(value):

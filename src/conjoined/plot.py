@@ -318,14 +318,18 @@ def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, b
             spine.set_linewidth(0.5)
 
 
-def _plot_one_trace(ax, trace, chosen, posterior, what):
+def _plot_one_trace(ax, trace, n_clusters, posterior, what):
     iterations = np.arange(1, len(trace) + 1)
     ax.step(iterations, trace, where="mid", color="tab:blue", linewidth=1.0, label=f"{what} clusters")
+    chosen = max(posterior, key=lambda k: (posterior[k], -k)) if posterior else n_clusters
     if chosen is not None:
         label = f"chosen K = {chosen}"
-        if posterior and chosen in posterior:
+        if posterior:
             label += f" (posterior {posterior[chosen]:.2f})"
         ax.axhline(chosen, color="tab:red", linestyle="--", linewidth=1.2, label=label)
+    if n_clusters is not None and n_clusters != chosen:
+        ax.axhline(n_clusters, color="tab:orange", linestyle=":", linewidth=1.2,
+                   label=f"after the refinement: {n_clusters}")
     ax.set_xlabel("iteration")
     ax.set_ylabel("number of clusters K")
     ax.set_title(f"{what.capitalize()} DPMM")
@@ -338,8 +342,9 @@ def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0)):
     """Number of clusters at each iteration of the row and the column DP mixtures (two panels).
 
     Uses ``model.row_dpmm_.n_clusters_trace_`` and ``model.column_dpmm_.n_clusters_trace_``; a dashed line marks
-    ``n_row_clusters_`` / ``n_column_clusters_`` with its posterior probability from ``row_k_posterior_`` /
-    ``column_k_posterior_`` when the model has them.
+    the chosen K, the posterior mode of ``row_k_posterior_`` / ``column_k_posterior_`` with its probability
+    (``n_row_clusters_`` / ``n_column_clusters_`` for a model without them), and a dotted one
+    ``n_row_clusters_`` / ``n_column_clusters_`` where the refinement left another number of clusters.
 
     Parameters
     ----------
