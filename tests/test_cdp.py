@@ -284,6 +284,19 @@ def test_refine_works_on_block_labels_and_leaves_the_mixtures_labels():
             assert (membership[clusters[labels[members]]] > 0.5).all()
 
 
+def test_topics_are_the_refined_clusters_that_have_members():
+    # On case 1 the paper's independent mixtures give 9 x 4 clusters; the refinement merges them to 2 x 2.
+    X, _, _ = make_cdp_case(1, random_state=0, shuffle=True)
+    model = CDP(mode="paper", random_state=0).fit(X)
+    assert (model.row_labels_.max() + 1, model.column_labels_.max() + 1) == (9, 4)
+    assert (model.n_row_clusters_, model.n_column_clusters_) == (2, 2)
+    assert model.theta_.shape == (2, 2) and model.token_counts_.n_kl.sum() == X.sum()
+    assert model.row_membership_.shape == (50, 2) and model.phi_columns_.shape == (50, 2)
+    assert model.bicluster_row_clusters_.shape == (model.n_biclusters_, 2)
+    for labels, n_clusters in ((model.block_row_labels_, 2), (model.block_column_labels_, 2)):
+        assert np.bincount(labels, minlength=n_clusters).min() > 0
+
+
 def test_input_is_not_modified():
     X, _, _ = make_cdp_case(2, random_state=0)
     before = X.copy()
