@@ -297,6 +297,25 @@ def test_topics_are_the_refined_clusters_that_have_members():
         assert np.bincount(labels, minlength=n_clusters).min() > 0
 
 
+@pytest.mark.parametrize("estimator", [CDP(n_iter=10, random_state=0), conjoined.DPMM(n_iter=10, random_state=0)])
+def test_ctrl_c_inside_compiled_code_is_a_keyboard_interrupt(estimator, monkeypatch):
+    # numba calling back into Python turns the KeyboardInterrupt into the context of a SystemError
+    def interrupted(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise SystemError("CPUDispatcher(<function _assign_counts>) returned a result with an exception set") \
+                from exc
+
+    monkeypatch.setattr(conjoined.dpmm.estimator.sampler, "step", interrupted)
+    X, _, _ = make_cdp_case(3, random_state=0)
+    with pytest.raises(KeyboardInterrupt):
+        estimator.fit(X)
+    monkeypatch.setattr(conjoined.dpmm.estimator.sampler, "step", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        estimator.fit(X)
+
+
 def test_input_is_not_modified():
     X, _, _ = make_cdp_case(2, random_state=0)
     before = X.copy()

@@ -358,11 +358,25 @@ def test_existing_outdir_is_refused_and_untouched_then_replaced_with_force(refer
     assert (outdir / "mine.txt").read_text() == "keep me"
     _assert_no_leftovers(tmp_path, "out")
 
+    # --force replaces an earlier fit's folder, not one holding files of the user's
     status, _, err = _run([*argv, "--force"], capsys)
-    assert status == 0, err
-    assert not (outdir / "mine.txt").exists()
-    assert all((outdir / name).is_file() for name in FIT_FILES)
+    assert status == 2 and err == (f"conjoined: error: {outdir} is not the folder of an earlier fit (it holds "
+                                   "mine.txt): --force replaces only such a folder; choose another OUTDIR or "
+                                   "remove it yourself\n")
+    assert [p.name for p in outdir.iterdir()] == ["mine.txt"]
     _assert_no_leftovers(tmp_path, "out")
+    (tmp_path / "notes.txt").write_text("keep me too")
+    status, _, err = _run([*argv[:3], tmp_path / "notes.txt", *argv[4:], "--force"], capsys)
+    assert status == 2 and "notes.txt is a file, not the folder of an earlier fit" in err
+    assert (tmp_path / "notes.txt").read_text() == "keep me too"
+
+    (outdir / "mine.txt").unlink()
+    for outputs in ((), FIT_FILES):  # an empty folder, then the folder of the fit just written
+        assert sorted(p.name for p in outdir.iterdir()) == sorted(outputs)
+        status, _, err = _run([*argv, "--force"], capsys)
+        assert status == 0, err
+        assert all((outdir / name).is_file() for name in FIT_FILES)
+        _assert_no_leftovers(tmp_path, "out")
 
 
 @pytest.mark.parametrize(
@@ -663,7 +677,7 @@ def test_a_signal_during_the_swap_of_force_waits_until_the_results_are_in_place(
     (path, *_), _ = _write_csv(tmp_path, X, genes, cells)
     outdir = tmp_path / "run"
     outdir.mkdir()
-    (outdir / "old.txt").write_text("previous results")
+    (outdir / "biclusters.json").write_text("{}")  # an earlier fit's
     replace = os.replace
 
     def terminated_replace(source, target):
@@ -679,7 +693,7 @@ def test_a_signal_during_the_swap_of_force_waits_until_the_results_are_in_place(
         signal.signal(signal.SIGTERM, previous)
     assert (status, err) == (143, "conjoined: terminated by signal 15\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, "run"])
-    assert (outdir / "biclusters.json").is_file() and not (outdir / "old.txt").exists()
+    assert (outdir / "biclusters.json").read_text() != "{}" and (outdir / "model.npz").is_file()
 
 
 @pytest.mark.parametrize(

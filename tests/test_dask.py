@@ -1,6 +1,7 @@
 """DPMM on Dask: identical labels to the local backend, survival of a killed worker, optional-extra behaviour."""
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -120,6 +121,16 @@ def test_cdp_runs_its_dpmms_on_dask(clients):
     for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(local, name), getattr(dask, name), err_msg=name)
     assert_same_fit(local.row_dpmm_, dask.row_dpmm_)
+    # A client is a connection: a clone shares it (GridSearchCV, pipelines), a pickle keeps none.
+    from sklearn.base import clone
+
+    twin = clone(dask)
+    assert twin.client is clients[2] and twin.get_params()["n_iter"] == 20
+    assert conjoined.CDP(backend="dask", client=clients[2], **params).fit(X).rows_.tolist() == dask.rows_.tolist()
+    back = pickle.loads(pickle.dumps(dask))
+    assert back.client is None and back.row_dpmm_.client is None and dask.client is clients[2]
+    np.testing.assert_array_equal(back.rows_, dask.rows_)
+    assert_same_fit(back.row_dpmm_, dask.row_dpmm_)
 
 
 def test_bad_backend_parameters():

@@ -16,14 +16,16 @@ def test_finds_the_single_block_of_case_1():
 
 
 def test_case_2_with_the_true_number_of_topics():
-    # Measured over 40 seeds: mean Jaccard 0.21 (sd 0.09); it usually recovers the large block in part and misses
-    # the small one. Seeds 0-4 give a mean of 0.212. (The paper reports 0.889 for DT2B on this case.)
+    # Measured over 40 seeds: mean Jaccard 0.18 (sd 0.07), with the per-token update of every cell (0.181) as
+    # with deep cells updated on their tallies (0.178): it usually recovers the large block in part and misses the
+    # small one. Seeds 0-9 give 0.169; the bound is 2.5 standard errors below the 40 seeds' mean. (The paper
+    # reports 0.889 for DT2B on this case.)
     scores = []
-    for seed in range(5):
+    for seed in range(10):
         X, rows, columns = make_cdp_case(2, random_state=seed)
         model = DT2B(n_row_clusters=3, n_column_clusters=3, random_state=seed).fit(X)
         scores.append(jaccard_score(model.biclusters_, (rows, columns)))
-    assert np.mean(scores) >= 0.2
+    assert np.mean(scores) >= 0.12
 
 
 def test_fitted_attributes_and_determinism():

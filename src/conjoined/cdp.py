@@ -30,11 +30,12 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator, BiclusterMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ._interrupt import unwrapping_interruptions
 from ._pearson import cluster_shares, squared_residual_terms
 from ._progress import progress_bar
 from ._validation import check_bool, check_int, check_matrix, check_positive, check_verbose, line_totals
 from .dpmm import DPMM, Multinomial, PoissonGamma
-from .dpmm.estimator import resolve_n_jobs, seed_sequence
+from .dpmm.estimator import SharedClientMixin, resolve_n_jobs, seed_sequence
 from .dpmm.priors import COUNT_GRID
 from .extract import BACKGROUNDS, check_thresholds, extract_biclusters, refine_partition, topic_parameters
 from .reassign import TokenCounts, check_token_total, reassign_tokens
@@ -197,11 +198,13 @@ def _k_posterior(dpmm):
 
 
 def _select_labels(dpmm):
-    """Point estimate of the partition from the post-warm-up trace, with K the posterior mode of K.
+    """Point estimate of the partition from the post-warm-up trace, from the samples whose K is the posterior
+    mode of K.
 
     The last sample with that K is the reference; every other sample with that K is matched to it (Hungarian
     assignment on the contingency table) and each item takes its most frequent matched label, a posterior
-    summary that does not depend on one sample's noise. Labels are relabelled 0..K-1.
+    summary that does not depend on one sample's noise. Labels are relabelled 0..K-1, where K can be below the
+    mode: a small cluster whose items vote more often for other clusters is absorbed.
     """
     k_post = _k_posterior(dpmm)
     k_mode = max(k_post, key=lambda k: (k_post[k], -k))
@@ -222,7 +225,7 @@ def _select_labels(dpmm):
     return labels.astype(np.int64), int(labels.max()) + 1, k_post
 
 
-class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
+class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator):
     """Conjoined Dirichlet Process biclustering (Ngo, Pluta, Ngo & Shahbaba), built to recover the blocks.
 
     Parameters
@@ -307,7 +310,8 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
     ----------
     rows_ : (n_biclusters, n_rows) bool; columns_ : (n_biclusters, n_cols) bool.
     row_labels_, column_labels_ : (n_rows,), (n_cols,) int, the cluster of each row/column in the mixtures'
-        partitions (-1: all-zero, set aside).
+        partitions (-1: all-zero, set aside): each item's most frequent cluster over the samples with the posterior
+        mode of K, matched to one another, so a small cluster can be absorbed and fewer than K remain.
     n_row_clusters_, n_column_clusters_ : int, K_r and K_c: the numbers of clusters of ``block_row_labels_`` and
         ``block_column_labels_``, the topics of theta, phi and the memberships. The refinement merges clusters
         (and may empty some), so they can be below the mixtures' K.
@@ -431,6 +435,7 @@ class ConjoinedDirichletProcess(BiclusterMixin, BaseEstimator):
                     random_state=seed, n_jobs=self.n_jobs, verbose=self.verbose, n_shards=self.n_shards,
                     backend=self.backend, client=self.client, address=self.address, checkpoint=checkpoint)
 
+    @unwrapping_interruptions
     def fit(self, X, y=None):
         """Bicluster X (n_rows, n_cols) of non-negative integer counts, dense or scipy.sparse; returns self."""
         self._check_params()

@@ -32,8 +32,9 @@ A truth file written by ``simulate`` has the same layout as ``biclusters.json`` 
 ``seed``.
 
 Exit status: 0 on success; 2 for a usage error, bad input (a file that is missing or does not parse,
-negative or non-integer values, an empty matrix, an existing OUTDIR without ``--force``, an OUTDIR that is or
-holds an input or the current directory) or too little memory, reported as one line ``conjoined: error: ...``
+negative or non-integer values, an empty matrix, an existing OUTDIR without ``--force``, with ``--force`` an
+OUTDIR that is not an empty folder or an earlier fit's, an OUTDIR that is or holds an input or the current
+directory) or too little memory, reported as one line ``conjoined: error: ...``
 on stderr with nothing written; 130 when interrupted (Ctrl-C), 143 on SIGTERM and 129 on SIGHUP, with
 nothing written either; 141 (as for SIGPIPE) when stdout is closed early
 (``conjoined fit ... | head -1``), after every output file was written.
@@ -60,6 +61,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from . import __version__
+from ._interrupt import interruption_behind
 from ._validation import check_matrix
 from .cdp import (
     DISPERSIONS,
@@ -258,7 +260,8 @@ def build_parser():
         help="results directory (must not exist; must not be, or hold, an input or the current directory)",
     )
     fit.add_argument(
-        "--force", action="store_true", help="replace OUTDIR if it exists (once the fit is done)"
+        "--force", action="store_true",
+        help="replace OUTDIR if it exists (once the fit is done); only an empty folder or an earlier fit's"
     )
     fit.add_argument("--quiet", action="store_true", help="no progress bars")
     fit.add_argument("--no-plots", action="store_true", help="skip the pictures (they need matplotlib)")
@@ -584,6 +587,26 @@ def _summary(model, X, input_name, row_names):
     return "\n".join(lines)
 
 
+FIT_OUTPUTS = frozenset({"biclusters.json", "row_membership.csv", "column_membership.csv", "theta.csv",
+                         "params.json", "matrix.npz", "model.npz", *(f"{name}.png" for name in PICTURES)})
+
+
+def _check_replaceable_fit(outdir):
+    """UserError unless ``outdir`` is missing, an empty folder, or the folder of an earlier fit holding only what
+    ``fit`` writes: ``--force`` must not delete a user's files behind a mistyped OUTDIR."""
+    outdir = Path(outdir)
+    if not (outdir.exists() or outdir.is_symlink()):
+        return
+    if not outdir.is_dir():
+        raise UserError(f"{outdir} is a file, not the folder of an earlier fit: --force replaces only such a folder")
+    entries = sorted(entry.name for entry in outdir.iterdir())
+    foreign = [name for name in entries if name not in FIT_OUTPUTS]
+    if foreign or (entries and "biclusters.json" not in entries):
+        shown = ", ".join((foreign or entries)[:5]) + (", ..." if len(foreign or entries) > 5 else "")
+        raise UserError(f"{outdir} is not the folder of an earlier fit (it holds {shown}): --force replaces only "
+                        "such a folder; choose another OUTDIR or remove it yourself")
+
+
 def _run_fit(args, argv):
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         raise UserError("the pictures need matplotlib: pip install conjoined[plot], or pass --no-plots")
@@ -591,6 +614,7 @@ def _run_fit(args, argv):
     model = _estimator_from_args(args)
     inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
     with atomic_output_dir(args.outdir, force=args.force, keep=inputs) as staging:
+        _check_replaceable_fit(args.outdir)
         model.fit(X)
         write_json(
             staging / "biclusters.json",
@@ -901,18 +925,6 @@ def _raise_terminated(signum, frame):
     raise _Terminated(signum)
 
 
-def _interruption(exc):
-    """The KeyboardInterrupt or :class:`_Terminated` behind ``exc``, or None. A signal that arrives while
-    compiled code calls back into Python (numba does) comes out wrapped, as a SystemError whose context it is."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, (KeyboardInterrupt, _Terminated)):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
 @contextlib.contextmanager
 def _terminate_cleanly():
     """While the block runs, SIGTERM and SIGHUP raise :class:`_Terminated` where they would have killed the
@@ -941,7 +953,7 @@ def main(argv=None):
             sys.stdout.flush()  # a closed stdout pipe shows here, not in Python's flush at exit
             return status
         except Exception as exc:
-            interruption = _interruption(exc)
+            interruption = interruption_behind(exc, (KeyboardInterrupt, _Terminated))
             if interruption is None:
                 raise
             raise interruption from None

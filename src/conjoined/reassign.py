@@ -36,7 +36,13 @@ Drawing from ``p0`` without scanning all K_r * K_c pairs. Write ``D_k = n_k + n_
 The first part lives on the few row topics the row already uses; the second has column marginal
 ``a_r c_l V_l`` with ``V_l = sum_k (n_kl + lam) / D_k``, which is kept up to date as tokens move (O(K_c) a token,
 recomputed at every row so rounding cannot drift). A cell costs O(K_r + (s_i + c) K_c) for a row using s_i row
-topics, instead of O(K_r K_c): a sweep is O(nnz (K_r + s K_c) + total count K_c).
+topics, instead of O(K_r K_c).
+
+Deep cells. A cell with ``c >= K_r K_c`` tokens is updated on its allocation's tally instead: the proposal
+``Multinomial(c, p0)`` is drawn by conditional binomials over the pairs (the same law as c independent draws),
+``w`` is computed from the tallies, and ``V`` afresh: O(K_r K_c) and one integer pass over the cell's tokens.
+So no cell costs more than O(min(c, K_r K_c) K_c) in draws, and a sweep is
+O(nnz (K_r + s K_c) K_c) plus a pass over the tokens (about 4 ns a token, where a draw costs about 150 ns).
 
 Tokens are stored as pair ids ``k * K_c + l`` grouped by cell in CSR order (``offsets`` is the cumulative sum of
 the cell counts), as int32 (4 bytes a token; one dtype keeps numba to a single compilation).
@@ -188,6 +194,16 @@ def _log_block_weight(
     return log_part + math.log(scale)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _add_to_counts(k, l, m, i, j, n_kl, n_ik, n_jl, n_k, n_l):
+    """Add ``m`` tokens of cell (i, j) at pair (k, l) to the counts."""
+    n_kl[k, l] += m
+    n_ik[i, k] += m
+    n_jl[j, l] += m
+    n_k[k] += m
+    n_l[l] += m
+
+
 @njit(cache=True, nogil=True)
 def _move_tracked(tokens, start, stop, i, j, sign, n_kl, n_ik, n_jl, n_k, n_l, lam, row_prior_mass, dense):
     """Add (sign=+1) or remove (sign=-1) the tokens ``tokens[start:stop]`` (pair ids) of cell (i, j), keeping
@@ -202,11 +218,7 @@ def _move_tracked(tokens, start, stop, i, j, sign, n_kl, n_ik, n_jl, n_k, n_l, l
         for m in range(n_col_topics):
             dense[m] += (n_kl[k, m] + lam) * (new - old)
         dense[l] += sign * new
-        n_kl[k, l] += sign
-        n_ik[i, k] += sign
-        n_jl[j, l] += sign
-        n_k[k] += sign
-        n_l[l] += sign
+        _add_to_counts(k, l, sign, i, j, n_kl, n_ik, n_jl, n_k, n_l)
 
 
 @njit(cache=True, nogil=True)
@@ -265,6 +277,91 @@ def _draw_pair(n_kl, n_k, lam, row_prior_mass, col_factor, col_cumulative, row_c
 
 
 @njit(cache=True, nogil=True)
+def _log_tally_weight(tally, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass, col_prior_mass,
+                      row_tally, col_tally):
+    """log w(m) of the module docstring for the allocation ``tally`` (K_r * K_c,) of cell (i, j): the same as
+    :func:`_log_block_weight` of its tokens, in O(K_r K_c). ``row_tally`` and ``col_tally`` are scratch."""
+    n_row_topics, n_col_topics = n_kl.shape
+    row_tally[:] = 0
+    col_tally[:] = 0
+    log_part = 0.0
+    scale = 1.0
+    for k in range(n_row_topics):
+        for l in range(n_col_topics):
+            m = tally[k * n_col_topics + l]
+            if m > 0:
+                log_part, scale = _add_rising_excess(n_kl[k, l] + lam, m, 1, log_part, scale)
+                row_tally[k] += m
+                col_tally[l] += m
+    for k in range(n_row_topics):
+        if row_tally[k] > 0:
+            log_part, scale = _add_rising_excess(n_ik[i, k] + a_r, row_tally[k], 1, log_part, scale)
+            log_part, scale = _add_rising_excess(n_k[k] + row_prior_mass, row_tally[k], -1, log_part, scale)
+    for l in range(n_col_topics):
+        if col_tally[l] > 0:
+            log_part, scale = _add_rising_excess(n_jl[j, l] + a_c, col_tally[l], 1, log_part, scale)
+            log_part, scale = _add_rising_excess(n_l[l] + col_prior_mass, col_tally[l], -1, log_part, scale)
+    return log_part + math.log(scale)
+
+
+@njit(cache=True, nogil=True)
+def _add_tally(tally, sign, i, j, n_kl, n_ik, n_jl, n_k, n_l):
+    """Add (sign=+1) or remove (sign=-1) the allocation ``tally`` (K_r * K_c,) of cell (i, j)."""
+    n_col_topics = n_kl.shape[1]
+    for pair in range(tally.shape[0]):
+        if tally[pair] != 0:
+            k = pair // n_col_topics
+            _add_to_counts(k, pair - k * n_col_topics, sign * tally[pair], i, j, n_kl, n_ik, n_jl, n_k, n_l)
+
+
+@njit(cache=True, nogil=True)
+def _deep_cell_update(pairs, start, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
+                      col_prior_mass, dense, current, proposal, weights, row_tally, col_tally):
+    """The block update of a cell with many tokens (``c`` >= K_r K_c), on its allocation's tally instead of its
+    tokens: the proposal ``Multinomial(c, p0)`` is drawn by conditional binomials over the K_r K_c pairs, which
+    is the law of c independent draws from p0, and the acceptance ratio is the same w(m') / w(m). Costs
+    O(K_r K_c) and a pass over the tokens, instead of a draw and an update of ``dense`` per token."""
+    n_row_topics, n_col_topics = n_kl.shape
+    n_pairs = n_row_topics * n_col_topics
+    current[:] = 0
+    for t in range(start, start + c):
+        current[pairs[t]] += 1
+    _add_tally(current, -1, i, j, n_kl, n_ik, n_jl, n_k, n_l)
+    total = 0.0
+    for k in range(n_row_topics):
+        row_factor = (n_ik[i, k] + a_r) / (n_k[k] + row_prior_mass)
+        for l in range(n_col_topics):
+            weight = (n_kl[k, l] + lam) * row_factor * (n_jl[j, l] + a_c) / (n_l[l] + col_prior_mass)
+            weights[k * n_col_topics + l] = weight
+            total += weight
+    remaining = c
+    for pair in range(n_pairs):
+        if remaining == 0 or total <= 0.0:
+            proposal[pair] = 0
+            continue
+        share = weights[pair] / total
+        drawn = remaining if share >= 1.0 or pair == n_pairs - 1 else np.random.binomial(remaining, share)
+        proposal[pair] = drawn
+        remaining -= drawn
+        total -= weights[pair]
+    proposal[n_pairs - 1] += remaining  # rounding left the last pairs no mass: what is left goes to the last
+    log_ratio = _log_tally_weight(proposal, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
+                                  col_prior_mass, row_tally, col_tally) - \
+        _log_tally_weight(current, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
+                          col_prior_mass, row_tally, col_tally)
+    chosen = current
+    if log_ratio >= 0.0 or np.random.random() < math.exp(log_ratio):
+        chosen = proposal
+        t = start
+        for pair in range(n_pairs):
+            for _ in range(proposal[pair]):
+                pairs[t] = pair
+                t += 1
+    _add_tally(chosen, 1, i, j, n_kl, n_ik, n_jl, n_k, n_l)
+    _dense_column_sums(n_kl, n_k, lam, row_prior_mass, dense)
+
+
+@njit(cache=True, nogil=True)
 def _gibbs_sweep(
     indptr,
     indices,
@@ -299,6 +396,10 @@ def _gibbs_sweep(
     pair_tally = np.zeros(n_row_topics * n_col_topics, dtype=np.int64)
     row_tally = np.zeros(n_row_topics, dtype=np.int64)
     col_tally = np.zeros(n_col_topics, dtype=np.int64)
+    n_pairs = n_row_topics * n_col_topics
+    deep_current = np.zeros(n_pairs, dtype=np.int64)
+    deep_proposal = np.zeros(n_pairs, dtype=np.int64)
+    deep_weights = np.empty(n_pairs)
     for i in range(n_rows):
         _dense_column_sums(n_kl, n_k, lam, row_prior_mass, dense)
         for cell in range(indptr[i], indptr[i + 1]):
@@ -308,6 +409,11 @@ def _gibbs_sweep(
             j = indices[cell]
             start = offsets[cell]
             stop = start + c
+            if c >= n_pairs:
+                _deep_cell_update(pairs, start, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
+                                  col_prior_mass, dense, deep_current, deep_proposal, deep_weights, row_tally,
+                                  col_tally)
+                continue
             _move_tracked(pairs, start, stop, i, j, -1, n_kl, n_ik, n_jl, n_k, n_l, lam, row_prior_mass, dense)
             total = 0.0
             for l in range(n_col_topics):

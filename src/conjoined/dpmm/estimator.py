@@ -11,9 +11,10 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
+from .._interrupt import unwrapping_interruptions
 from .._progress import progress_bar
 from .._validation import check_bool, check_int, check_matrix, check_positive, check_verbose
 from . import kernels, sampler
@@ -89,7 +90,24 @@ def numba_threads(n):
         numba.set_num_threads(previous)
 
 
-class DPMM(ClusterMixin, BaseEstimator):
+class SharedClientMixin:
+    """For an estimator with a ``client`` parameter (a ``distributed.Client``: a connection, which cannot be
+    copied or pickled). ``sklearn.base.clone`` gives the clone the same client; pickling keeps no client (a
+    fitted estimator does not need one; set one again to fit on a cluster)."""
+
+    def __sklearn_clone__(self):
+        params = self.get_params(deep=False)
+        client = params.pop("client")
+        return type(self)(**{name: clone(value, safe=False) for name, value in params.items()}, client=client)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("client") is not None:
+            state = {**state, "client": None}
+        return state
+
+
+class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     """Dirichlet-process mixture model fitted by the sub-cluster split/merge MCMC sampler (Chang & Fisher 2013).
 
     The number of clusters is not given: it is sampled. Every iteration is one restricted-Gibbs pass over the data
@@ -137,7 +155,8 @@ class DPMM(ClusterMixin, BaseEstimator):
         that dies, so the fit goes on with the same result. Same seed, same labels as "local". Needs the extra
         ``pip install "conjoined[dask]"``.
     client : distributed.Client or None, default=None
-        With ``backend="dask"``: the cluster to use (left open).
+        With ``backend="dask"``: the cluster to use (left open). ``sklearn.base.clone`` shares it with the clone;
+        a pickled estimator keeps no client.
     address : str or None, default=None
         With ``backend="dask"``: a scheduler address to connect to. Without ``client`` or ``address``, an embedded
         ``LocalCluster`` on 127.0.0.1 (2 worker processes, 1 thread each) is started and closed by ``fit``.
@@ -204,6 +223,7 @@ class DPMM(ClusterMixin, BaseEstimator):
             data = raw
         return data, prior
 
+    @unwrapping_interruptions
     def fit(self, X, y=None):
         """Run the sampler on X (n_samples, n_features), dense or scipy.sparse; returns self."""
         n_iter = check_int(self.n_iter, "n_iter", minimum=1)
