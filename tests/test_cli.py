@@ -541,6 +541,8 @@ def test_plot_redraws_the_pictures(reference, tmp_path, capsys):
     status, _, _ = _run(["plot", outdir, "--format", "svg"], capsys)
     assert status == 0
     assert (outdir / "heatmap.svg").read_text().lstrip().startswith("<?xml")
+    # a fit's folder with redrawn pictures is still one that --force replaces
+    assert cli._check_replaceable_fit(outdir) is None
 
 
 def test_plot_reads_a_model_saved_before_biclusters_joined_blocks(reference, tmp_path, capsys):

@@ -83,8 +83,10 @@ def _total_variation(p, q):
         # one cell with 4 tokens: the block path alone (proposals ignore the cell's own tokens entirely); with
         # as many tokens as pairs, the cell is updated on its tally (multinomial proposal by binomials)
         ([[4]], {"a_r": 0.5, "a_c": 0.5, "lam": 0.5}, "labels"),
-        # a cell updated on its tally next to single tokens
+        # a cell updated on its tally next to single tokens, and before a cell of the per-token block path (whose
+        # scratch tallies the tally path must leave at zero)
         ([[5, 1], [0, 1]], {"a_r": 0.4, "a_c": 0.7, "lam": 1.5}, "random"),
+        ([[4, 2]], {"a_r": 0.5, "a_c": 0.5, "lam": 0.5}, "random"),
     ],
 )
 def test_gibbs_sampler_matches_the_enumerated_collapsed_posterior(X, hyper, init):

@@ -341,7 +341,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         rounds.
     row_dpmm_, column_dpmm_ : the last fitted DPMM of each side, with its traces.
     token_counts_ : TokenCounts (n_kl, n_ik, n_jl), float64: the reassignment's mean counts over the last half of
-        its sweeps (the initial allocation's counts when ``n_reassign=0``).
+        its sweeps (the initial allocation's counts when ``n_reassign=0``). Unlike the other attributes, n_ik and
+        n_jl hold only the rows and columns with counts, in the fit's canonical order (by content).
     """
 
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",

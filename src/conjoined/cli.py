@@ -36,7 +36,8 @@ negative or non-integer values, an empty matrix, an existing OUTDIR without ``--
 OUTDIR that is not an empty folder or an earlier fit's, an OUTDIR that is or holds an input or the current
 directory) or too little memory, reported as one line ``conjoined: error: ...``
 on stderr with nothing written; 130 when interrupted (Ctrl-C), 143 on SIGTERM and 129 on SIGHUP, with
-nothing written either; 141 (as for SIGPIPE) when stdout is closed early
+nothing written either (a signal that arrives while the finished output is moved into place waits for the move:
+the output is then whole, and the status still says the run was interrupted); 141 (as for SIGPIPE) when stdout is closed early
 (``conjoined fit ... | head -1``), after every output file was written.
 """
 
@@ -588,7 +589,8 @@ def _summary(model, X, input_name, row_names):
 
 
 FIT_OUTPUTS = frozenset({"biclusters.json", "row_membership.csv", "column_membership.csv", "theta.csv",
-                         "params.json", "matrix.npz", "model.npz", *(f"{name}.png" for name in PICTURES)})
+                         "params.json", "matrix.npz", "model.npz",
+                         *(f"{name}.{ext}" for name in PICTURES for ext in ("png", "pdf", "svg"))})  # fit's, plot's
 
 
 def _check_replaceable_fit(outdir):

@@ -280,10 +280,9 @@ def _draw_pair(n_kl, n_k, lam, row_prior_mass, col_factor, col_cumulative, row_c
 def _log_tally_weight(tally, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass, col_prior_mass,
                       row_tally, col_tally):
     """log w(m) of the module docstring for the allocation ``tally`` (K_r * K_c,) of cell (i, j): the same as
-    :func:`_log_block_weight` of its tokens, in O(K_r K_c). ``row_tally`` and ``col_tally`` are scratch."""
+    :func:`_log_block_weight` of its tokens, in O(K_r K_c). The scratch arrays ``row_tally`` and ``col_tally``,
+    shared with :func:`_log_block_weight`, must be zero on entry and are zero again on return."""
     n_row_topics, n_col_topics = n_kl.shape
-    row_tally[:] = 0
-    col_tally[:] = 0
     log_part = 0.0
     scale = 1.0
     for k in range(n_row_topics):
@@ -301,6 +300,8 @@ def _log_tally_weight(tally, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, ro
         if col_tally[l] > 0:
             log_part, scale = _add_rising_excess(n_jl[j, l] + a_c, col_tally[l], 1, log_part, scale)
             log_part, scale = _add_rising_excess(n_l[l] + col_prior_mass, col_tally[l], -1, log_part, scale)
+    row_tally[:] = 0
+    col_tally[:] = 0
     return log_part + math.log(scale)
 
 

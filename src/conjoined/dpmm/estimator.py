@@ -92,8 +92,9 @@ def numba_threads(n):
 
 class SharedClientMixin:
     """For an estimator with a ``client`` parameter (a ``distributed.Client``: a connection, which cannot be
-    copied or pickled). ``sklearn.base.clone`` gives the clone the same client; pickling keeps no client (a
-    fitted estimator does not need one; set one again to fit on a cluster)."""
+    copied or pickled). ``sklearn.base.clone`` gives the clone the same client; pickling, and so
+    ``copy.deepcopy``, keeps no client (a fitted estimator does not need one; set one again to fit on that
+    cluster, or the copy starts its own local one)."""
 
     def __sklearn_clone__(self):
         params = self.get_params(deep=False)
