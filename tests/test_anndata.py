@@ -1,6 +1,7 @@
 """conjoined.anndata.cdp: results in obs/var/obsm/varm/uns, .h5ad round trip, copy semantics, bad input."""
 
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -196,8 +197,13 @@ def test_set_aside_cells_are_missing_and_survive_h5ad(planted, tmp_path):
     X = adata.X.toarray()
     X[3] = 0
     adata.X = sp.csr_matrix(X)
-    with pytest.warns(UserWarning, match="all-zero"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         cdp(adata, **PARAMS)
+    said = [w for w in caught if "all-zero" in str(w.message)]
+    assert [str(w.message) for w in said] == [
+        "0 all-zero gene(s) and 1 all-zero cell(s) in adata.X are set aside: their cdp_cluster is missing"]
+    assert said[0].filename == __file__  # pointed at the caller's line
     assert adata.obs["cdp_cluster"].isna().tolist() == [j == 3 for j in range(12)]
     adata.write_h5ad(tmp_path / "a.h5ad")
     back = anndata.read_h5ad(tmp_path / "a.h5ad")

@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 from mixtures import gene_levels_matrix
 from sklearn.metrics import adjusted_rand_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency, parametrize_with_checks
 
 import conjoined
 from conjoined import CDP, ConjoinedDirichletProcess
@@ -326,3 +326,18 @@ def test_input_is_not_modified():
 @parametrize_with_checks([CDP(n_iter=20, n_reassign=3, random_state=0)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_dataframe_column_names_are_kept_and_change_nothing():
+    pd = pytest.importorskip("pandas")
+    check_dataframe_column_names_consistency("CDP", CDP(n_iter=20, n_reassign=3, random_state=0))
+    X, _, _ = make_cdp_case(2, random_state=0)
+    names = [f"doc{j}" for j in range(X.shape[1])]
+    framed = CDP(n_iter=30, random_state=0).fit(pd.DataFrame(X, columns=names))
+    plain = CDP(n_iter=30, random_state=0).fit(X)
+    assert framed.feature_names_in_.tolist() == names and framed.n_features_in_ == X.shape[1]
+    assert not hasattr(plain, "feature_names_in_")
+    np.testing.assert_array_equal(framed.rows_, plain.rows_)
+    np.testing.assert_array_equal(framed.columns_, plain.columns_)
+    framed.fit(X)  # a refit on an array forgets the names
+    assert not hasattr(framed, "feature_names_in_")

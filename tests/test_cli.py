@@ -331,11 +331,19 @@ def test_normalised_h5ad_without_layer_says_so(planted, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_bad_parameter_leaves_no_outdir(reference, tmp_path, capsys):
-    status, _, err = _run(
-        ["fit", reference / "matrix.npz", "-o", tmp_path / "new" / "out", *FAST, "--row-alpha", "-1"], capsys
-    )
-    assert status == 2 and "row_alpha" in err and err.count("\n") == 1
+@pytest.mark.parametrize("options, message", [
+    (["--row-alpha", "-1"], "conjoined: error: --row-alpha must be > 0, got -1.0\n"),
+    (["--n-iter", "0"], "conjoined: error: --n-iter must be an integer >= 1, got 0\n"),
+    (["--min-size", "0"], "conjoined: error: --min-size must be an integer >= 1, got 0\n"),
+    (["--seed", "-3"], "conjoined: error: --seed must be >= 0, got -3\n"),
+    (["--mode", "paper", "--n-rounds", "3"], "conjoined: error: --mode paper runs the published pipeline "
+     "(multinomial mixtures, no conjoined rounds): --n-rounds would have no effect; leave it out\n"),
+    (["--mode", "paper", "--row-likelihood", "poisson", "--dispersion", "none"], "--row-likelihood, --dispersion "
+     "would have no effect; leave them out\n"),
+])
+def test_bad_parameter_is_named_by_its_option_and_leaves_no_outdir(options, message, reference, tmp_path, capsys):
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "new" / "out", *FAST, *options], capsys)
+    assert status == 2 and err.endswith(message) and err.count("\n") == 1
     assert not (tmp_path / "new").exists()
 
 
@@ -371,7 +379,8 @@ def test_existing_outdir_is_refused_and_untouched_then_replaced_with_force(refer
     assert (tmp_path / "notes.txt").read_text() == "keep me too"
 
     (outdir / "mine.txt").unlink()
-    for outputs in ((), FIT_FILES):  # an empty folder, then the folder of the fit just written
+    (outdir / ".DS_Store").write_bytes(b"\0")  # a file browser's, not the user's
+    for outputs in ((".DS_Store",), FIT_FILES):  # an empty folder, then the folder of the fit just written
         assert sorted(p.name for p in outdir.iterdir()) == sorted(outputs)
         status, _, err = _run([*argv, "--force"], capsys)
         assert status == 0, err

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.metrics import normalized_mutual_info_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency, parametrize_with_checks
 
 import conjoined
 from conjoined.dpmm import backends
@@ -560,3 +560,15 @@ def test_count_split_merge_kernel_on_clusters_of_one_and_two_points():
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_dataframe_column_names_are_kept_and_checked():
+    pd = pytest.importorskip("pandas")
+    check_dataframe_column_names_consistency("DPMM", conjoined.DPMM(n_iter=10, random_state=0))
+    X = pd.DataFrame(np.random.default_rng(0).poisson(3.0, size=(40, 4)), columns=["a", "b", "c", "d"])
+    model = conjoined.DPMM(n_iter=10, random_state=0).fit(X)
+    assert model.feature_names_in_.tolist() == ["a", "b", "c", "d"]
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        model.predict(X[["d", "c", "b", "a"]])
+    with pytest.raises(ValueError, match="2-dimensional"):
+        model.predict([1, 2, 3, 4])

@@ -9,6 +9,7 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.validation import validate_data
 
 
 def _describe_position(X, mask_fn):
@@ -111,6 +112,15 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
                 f"{name} contains non-integer values, first at (row, col) = {pos}; counts must be whole numbers"
             )
     return out
+
+
+def record_features(estimator, X, *, reset):
+    """Set (``reset``) or check ``n_features_in_`` and ``feature_names_in_`` from the input as the user gave it.
+
+    ``X`` is the caller's object before conversion, so a pandas DataFrame's column names are seen; it has already
+    passed :func:`check_matrix`. Checking warns, as scikit-learn does, when names differ from those seen in fit.
+    """
+    validate_data(estimator, X, reset=reset, skip_check_array=True)
 
 
 def line_totals(X):

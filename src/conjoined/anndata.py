@@ -6,13 +6,14 @@ cells its columns. The matrix is transposed without densifying. Needs ``pip inst
 
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
 
 from ._validation import check_bool, check_matrix, is_count_matrix, line_totals
-from .cdp import ConjoinedDirichletProcess, _cluster_masks, bicluster_members, pair_cluster_masks
+from .cdp import AllZeroWarning, ConjoinedDirichletProcess, _cluster_masks, bicluster_members, pair_cluster_masks
 
 __all__ = ["cdp", "fitted_view"]
 
@@ -75,7 +76,8 @@ def _check_key(key_added):
 
 
 def _check_size(matrix, where):
-    """ValueError, in cells and genes, unless at least 2 cells and 2 genes of ``matrix`` have non-zero counts."""
+    """``(all-zero cells, all-zero genes)`` of ``matrix``; ValueError, in cells and genes, unless at least 2 cells
+    and 2 genes have non-zero counts."""
     n_cells, n_genes = matrix.shape
     cells, genes = map(np.count_nonzero, line_totals(matrix))
     if cells < 2 or genes < 2:
@@ -83,6 +85,7 @@ def _check_size(matrix, where):
             f"{where}: {cells} of {n_cells} cell(s) (obs) and {genes} of {n_genes} gene(s) (var) have non-zero "
             "counts; CDP needs at least 2 of each"
         )
+    return n_cells - cells, n_genes - genes
 
 
 def _genes_by_cells(matrix):
@@ -177,8 +180,15 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     use_raw = False if use_raw is None else check_bool(use_raw, "use_raw")
     matrix, where = _counts_source(adata, layer, use_raw)
     _check_counts(matrix, where, adata)
-    _check_size(matrix, where)
-    model = ConjoinedDirichletProcess(**params).fit(_genes_by_cells(matrix))
+    zero_cells, zero_genes = _check_size(matrix, where)
+    if zero_cells or zero_genes:
+        warnings.warn(
+            f"{zero_genes} all-zero gene(s) and {zero_cells} all-zero cell(s) in {where} are set aside: their "
+            f"{key_added}_cluster is missing", AllZeroWarning, stacklevel=2,
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AllZeroWarning)  # said above, in genes and cells rather than rows
+        model = ConjoinedDirichletProcess(**params).fit(_genes_by_cells(matrix))
 
     adata = adata.copy() if copy else adata
     gene_names = np.asarray(adata.var_names, dtype=str)

@@ -33,7 +33,9 @@ from sklearn.utils.validation import check_is_fitted
 from ._interrupt import unwrapping_interruptions
 from ._pearson import cluster_shares, squared_residual_terms
 from ._progress import progress_bar
-from ._validation import check_bool, check_int, check_matrix, check_positive, check_verbose, line_totals
+from ._validation import (
+    check_bool, check_int, check_matrix, check_positive, check_verbose, line_totals, record_features,
+)
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.estimator import SharedClientMixin, resolve_n_jobs, seed_sequence
 from .dpmm.priors import COUNT_GRID
@@ -50,6 +52,10 @@ _HASH_MULTIPLIER = 2654435761
 _HASH_MODULUS = 1048573  # a prime below 2**20: products with counts stay far from int64 overflow
 # Rounds of content keys after the weighted totals (_content_keys).
 MAX_CONTENT_ROUNDS = 64
+
+
+class AllZeroWarning(UserWarning):
+    """Rows or columns without counts were set aside; they come back unassigned (label -1)."""
 
 
 def _content_keys(X):
@@ -343,6 +349,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     token_counts_ : TokenCounts (n_kl, n_ik, n_jl), float64: the reassignment's mean counts over the last half of
         its sweeps (the initial allocation's counts when ``n_reassign=0``). Unlike the other attributes, n_ik and
         n_jl hold only the rows and columns with counts, in the fit's canonical order (by content).
+    n_features_in_ : int, the number of columns; feature_names_in_ : (n_cols,) object array of the column names,
+        when X was a pandas DataFrame with string column names (absent otherwise).
     """
 
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",
@@ -440,6 +448,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     def fit(self, X, y=None):
         """Bicluster X (n_rows, n_cols) of non-negative integer counts, dense or scipy.sparse; returns self."""
         self._check_params()
+        X_given = X
         X = check_matrix(X, name="X", min_rows=2, min_cols=2, counts=True)
         X = X if sp.issparse(X) else sp.csr_matrix(X)
         if X.nnz == 0:
@@ -451,7 +460,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         if not (row_kept.all() and col_kept.all()):
             warnings.warn(
                 f"{(~row_kept).sum()} all-zero row(s) and {(~col_kept).sum()} all-zero column(s) are set aside "
-                "and come back unassigned (label -1)", stacklevel=2,
+                "and come back unassigned (label -1)", AllZeroWarning, stacklevel=2,
             )
         if row_kept.sum() < 2 or col_kept.sum() < 2:
             raise ValueError("X needs at least 2 rows and 2 columns with non-zero counts")
@@ -531,7 +540,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                                          else _expand(column_point, col_index, n_cols, np.nan))
         self.row_dpmm_, self.column_dpmm_ = row_dpmm, column_dpmm
         self.token_counts_ = counts
-        self.n_features_in_ = n_cols
+        record_features(self, X_given, reset=True)
         return self
 
     @property

@@ -49,6 +49,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -122,6 +123,10 @@ _DTYPE_KINDS = {"string": "U", "integer": "iu", "bool": "b", "float": "f"}
 _SAVED_ATTRIBUTES = tuple(name for name, (_, dims) in _MODEL_LAYOUT.items() if name.endswith("_") and dims)
 
 
+# parameters that mode="paper" sets itself (multinomial likelihoods, no conjoined rounds)
+PAPER_MODE_FIXES = ("row_likelihood", "column_likelihood", "n_rounds", "dispersion")
+
+
 class UserError(Exception):
     """A problem with what the user asked for, reported as one line and exit status 2."""
 
@@ -130,15 +135,16 @@ class UserError(Exception):
 
 
 def _estimator_options(parser):
-    """Add the CDP parameters as options and return their names; None (the default) means the estimator's."""
+    """Add the CDP parameters as options and return ``{parameter: flag}``; None (the default) means the
+    estimator's."""
     defaults = ConjoinedDirichletProcess().get_params()
     group = parser.add_argument_group("CDP parameters (see conjoined.CDP)")
-    parameters = []
+    flags = {}
 
     def add(flag, parameter, text, default_text=None, **kwargs):
         shown = defaults[parameter] if default_text is None else default_text
         group.add_argument(flag, dest=parameter, default=None, help=f"{text} (default: {shown})", **kwargs)
-        parameters.append(parameter)
+        flags[parameter] = flag
 
     add(
         "--row-alpha",
@@ -168,7 +174,8 @@ def _estimator_options(parser):
         choices=DISPERSIONS,
     )
     add("--n-reassign", "n_reassign", "sweeps of the token reassignment", type=int, metavar="N")
-    add("--mode", "mode", "'paper' runs the published pipeline", choices=MODES)
+    add("--mode", "mode", "'paper' runs the published pipeline: multinomial mixtures, no conjoined rounds (so not "
+        "with --n-rounds, --dispersion or the likelihoods)", choices=MODES)
     add(
         "--seed",
         "random_state",
@@ -216,7 +223,7 @@ def _estimator_options(parser):
         "them, 'uniform' keeps the paper's one density",
         choices=BACKGROUNDS,
     )
-    return tuple(parameters)
+    return flags
 
 
 def _dpi(text):
@@ -382,14 +389,34 @@ def _fresh_seed():
     return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
 
 
+def _in_flags(message, flags):
+    """``message`` with the estimator's parameter names replaced by the options that set them."""
+    for parameter, flag in flags.items():
+        message = re.sub(rf"\b{parameter}\b", flag, message)
+    return message
+
+
 def _estimator_from_args(args):
-    given = {
-        name: getattr(args, name) for name in args.estimator_parameters if getattr(args, name) is not None
-    }
-    given.setdefault("random_state", _fresh_seed())
+    """The estimator the options ask for, its parameters checked: UserError naming the options at fault."""
+    flags = args.estimator_parameters
+    given = {name: getattr(args, name) for name in flags if getattr(args, name) is not None}
+    if given.get("mode") == "paper":
+        ignored = [flags[name] for name in PAPER_MODE_FIXES if name in given]
+        if ignored:
+            raise UserError(f"--mode paper runs the published pipeline (multinomial mixtures, no conjoined rounds): "
+                            f"{', '.join(ignored)} would have no effect; leave {'it' if len(ignored) == 1 else 'them'}"
+                            " out")
     if given.get("address") is not None and given.setdefault("backend", "dask") != "dask":
         raise UserError(f"--address {given['address']} is a Dask scheduler address: it needs --backend dask")
-    return ConjoinedDirichletProcess(verbose=not args.quiet, **given)
+    if given.get("random_state", 0) < 0:
+        raise UserError(f"--seed must be >= 0, got {given['random_state']}")
+    given.setdefault("random_state", _fresh_seed())
+    model = ConjoinedDirichletProcess(verbose=not args.quiet, **given)
+    try:
+        model._check_params()
+    except ValueError as exc:
+        raise UserError(_in_flags(str(exc), flags)) from None
+    return model
 
 
 def _bicluster_records(model, row_names, column_names):
@@ -591,6 +618,8 @@ def _summary(model, X, input_name, row_names):
 FIT_OUTPUTS = frozenset({"biclusters.json", "row_membership.csv", "column_membership.csv", "theta.csv",
                          "params.json", "matrix.npz", "model.npz",
                          *(f"{name}.{ext}" for name in PICTURES for ext in ("png", "pdf", "svg"))})  # fit's, plot's
+# what file browsers leave in a folder they have shown: not the user's files
+BROWSER_FILES = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
 
 
 def _check_replaceable_fit(outdir):
@@ -601,7 +630,7 @@ def _check_replaceable_fit(outdir):
         return
     if not outdir.is_dir():
         raise UserError(f"{outdir} is a file, not the folder of an earlier fit: --force replaces only such a folder")
-    entries = sorted(entry.name for entry in outdir.iterdir())
+    entries = sorted(entry.name for entry in outdir.iterdir() if entry.name not in BROWSER_FILES)
     foreign = [name for name in entries if name not in FIT_OUTPUTS]
     if foreign or (entries and "biclusters.json" not in entries):
         shown = ", ".join((foreign or entries)[:5]) + (", ..." if len(foreign or entries) > 5 else "")

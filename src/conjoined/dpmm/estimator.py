@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._interrupt import unwrapping_interruptions
 from .._progress import progress_bar
-from .._validation import check_bool, check_int, check_matrix, check_positive, check_verbose
+from .._validation import check_bool, check_int, check_matrix, check_positive, check_verbose, record_features
 from . import kernels, sampler
 from .backends import LocalBackend
 from .checkpoint import Checkpointer, check_checkpoint_path, data_digest, prior_description
@@ -186,6 +186,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     time_trace_ : (n_iter,) seconds spent in each iteration.
     prior_ : the prior used, with data-based defaults filled in.
     n_features_in_ : int.
+    feature_names_in_ : (n_features_in_,) object array of the column names, when X was a DataFrame with string
+        column names (absent otherwise).
     """
 
     def __init__(self, alpha=1.0, prior=None, n_iter=100, burn_out=15, init_clusters=1, random_state=None,
@@ -272,7 +274,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         else:
             backend = LocalBackend(data, stream_seeds, n_threads)
         self._run(backend, prior, settings, rng, n_threads, checkpointer)
-        self.n_features_in_ = data.shape[1]
+        record_features(self, X, reset=True)
         return self
 
     def _run(self, backend, prior, settings, rng, n_threads, checkpointer):
@@ -344,10 +346,14 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
 
     def _log_joint(self, X):
         check_is_fitted(self, "labels_")
+        # A DataFrame's names are checked first (other columns are that, not bad values); anything else's shape
+        # after check_matrix, whose errors say more than a feature count.
+        is_frame = hasattr(X, "columns")
+        if is_frame:
+            record_features(self, X, reset=False)
         raw = check_matrix(X, name="X")
-        if raw.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {raw.shape[1]} features, but DPMM is expecting {self.n_features_in_} features as input")
+        if not is_frame:
+            record_features(self, X, reset=False)
         self.prior_.check_data(raw)
         log_w = np.log(self.weights_)
         with numba_threads(resolve_n_jobs(self.n_jobs)):
