@@ -388,6 +388,24 @@ def test_existing_outdir_is_refused_and_untouched_then_replaced_with_force(refer
         _assert_no_leftovers(tmp_path, "out")
 
 
+def test_a_file_of_the_users_written_into_outdir_during_the_fit_is_kept(reference, tmp_path, capsys,
+                                                                         monkeypatch):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    fit = cli.ConjoinedDirichletProcess.fit
+
+    def fit_while_the_user_writes(model, X):
+        (outdir / "mine.txt").write_text("keep me")
+        return fit(model, X)
+
+    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "fit", fit_while_the_user_writes)
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", outdir, *FAST, "--no-plots", "--force"], capsys)
+    assert status == 2 and err.count("\n") == 1
+    assert err.endswith(f"{outdir} is left as it is, and the results are in {outdir}.new\n")
+    assert [p.name for p in outdir.iterdir()] == ["mine.txt"]
+    assert sorted(p.name for p in (tmp_path / "out.new").iterdir()) == sorted(FIT_FILES)
+
+
 @pytest.mark.parametrize(
     "outdir, options, message",
     [

@@ -395,6 +395,41 @@ def test_atomic_output_dir_force_replaces_only_after_success(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
 
 
+def _only_old_files(path):
+    if path.exists() and any(p.name != "old.txt" for p in path.iterdir()):
+        raise ValueError(f"{path} holds files of the user's")
+
+
+@pytest.mark.parametrize("force", [True, False])
+def test_atomic_output_dir_keeps_both_when_the_folder_changes_during_the_block(tmp_path, force):
+    out = tmp_path / "results"
+    (tmp_path / "results.new").mkdir()  # taken: the results go to the next free name
+    if force:
+        out.mkdir()
+        (out / "old.txt").write_text("old")
+    with pytest.raises(FileExistsError) as raised, atomic_output_dir(out, force=force,
+                                                                    replaceable=_only_old_files) as staging:
+        (staging / "new.txt").write_text("new")
+        out.mkdir(exist_ok=True)
+        (out / "mine.txt").write_text("the user's")  # written while the results were computed
+    kept = tmp_path / "results.new-2"
+    reason = "holds files of the user's" if force else "was created while the results were computed"
+    assert str(raised.value) == f"{out} {reason}; {out} is left as it is, and the results are in {kept}"
+    assert (out / "mine.txt").read_text() == "the user's"
+    assert [p.name for p in kept.iterdir()] == ["new.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "results.new", "results.new-2"]
+
+
+def test_atomic_output_dir_asks_replaceable_before_the_block(tmp_path):
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "mine.txt").write_text("the user's")
+    with pytest.raises(ValueError, match="holds files of the user's"):
+        with atomic_output_dir(out, force=True, replaceable=_only_old_files):
+            raise AssertionError("the block must not run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
 @pytest.mark.parametrize(
     "outdir, keep, message",
     [

@@ -38,7 +38,9 @@ directory) or too little memory, reported as one line ``conjoined: error: ...``
 on stderr with nothing written; 130 when interrupted (Ctrl-C), 143 on SIGTERM and 129 on SIGHUP, with
 nothing written either (a signal that arrives while the finished output is moved into place waits for the move:
 the output is then whole, and the status still says the run was interrupted); 141 (as for SIGPIPE) when stdout is closed early
-(``conjoined fit ... | head -1``), after every output file was written.
+(``conjoined fit ... | head -1``), after every output file was written. If OUTDIR appears, or comes to hold
+files of the user's, while the fit runs, it is left as it is and the results go to ``OUTDIR.new`` instead (exit
+status 2, the line saying so).
 """
 
 from __future__ import annotations
@@ -644,8 +646,8 @@ def _run_fit(args, argv):
     X, row_names, column_names, source_format = _read_input(args)
     model = _estimator_from_args(args)
     inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
-    with atomic_output_dir(args.outdir, force=args.force, keep=inputs) as staging:
-        _check_replaceable_fit(args.outdir)
+    with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
+                           replaceable=_check_replaceable_fit) as staging:
         model.fit(X)
         write_json(
             staging / "biclusters.json",

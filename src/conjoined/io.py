@@ -458,7 +458,7 @@ def _check_replaceable_dir(path, keep):
 
 
 @contextlib.contextmanager
-def atomic_output_dir(path, force=False, *, keep=()):
+def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
     """Write a results directory all at once: yield a temporary sibling directory, move it into place on success.
 
     Parameters
@@ -470,6 +470,10 @@ def atomic_output_dir(path, force=False, *, keep=()):
     keep : iterable of str or Path
         Paths that must survive, such as the input files: ``path`` must not be one of them or a folder holding
         one (symlinks followed).
+    replaceable : callable, optional
+        ``replaceable(path)`` raises unless ``path``, if it exists, may be replaced (with ``force``), as when it
+        must hold only an earlier run's files. Called before the block and again just before the swap, since
+        ``path`` may have changed meanwhile.
 
     Yields
     ------
@@ -483,8 +487,11 @@ def atomic_output_dir(path, force=False, *, keep=()):
     FileExistsError
         ``path`` exists and ``force`` is False.
 
-    Both are raised before anything is written. If the block raises, the temporary directory (and any parent
-    created for it) is removed and the exception propagates; an existing ``path`` is left untouched.
+    Both are raised before anything is written, as is what ``replaceable`` raises. If the block raises, the
+    temporary directory (and any parent created for it) is removed and the exception propagates; an existing
+    ``path`` is left untouched. If ``path`` may no longer be replaced once the block is done (it appeared
+    without ``force``, or ``replaceable`` now raises), the finished results are moved to a free sibling name
+    instead (``<name>.new``, ``<name>.new-2``, ...), and a FileExistsError says why and where.
     """
     _check_replaceable_dir(path, keep)
     path = Path(path)
@@ -492,6 +499,8 @@ def atomic_output_dir(path, force=False, *, keep=()):
         raise FileExistsError(
             f"{path} already exists; choose another output directory or use force (--force)"
         )
+    if replaceable is not None:
+        replaceable(path)
     parent = path.absolute().parent
     created_parents = []
     ancestor = parent
@@ -505,6 +514,7 @@ def atomic_output_dir(path, force=False, *, keep=()):
         yield staging
         with _signals_deferred():
             if path.exists() or path.is_symlink():
+                _check_still_replaceable(staging, path, force, replaceable)
                 previous = _temporary_sibling(parent / path.name, "replaced")
                 os.replace(path, previous)
                 try:
@@ -527,6 +537,25 @@ def atomic_output_dir(path, force=False, *, keep=()):
                 except OSError:
                     break
         raise
+
+
+def _check_still_replaceable(staging, path, force, replaceable):
+    """Before the swap: unless ``path`` may still be replaced, move the finished ``staging`` to a free sibling of
+    ``path`` and raise FileExistsError saying why and where, so that neither the user's files nor the results
+    are lost."""
+    try:
+        if not force:
+            raise FileExistsError(f"{path} was created while the results were computed")
+        if replaceable is not None:
+            replaceable(path)
+    except Exception as exc:
+        kept = path.with_name(f"{path.name}.new")
+        n = 1
+        while kept.exists() or kept.is_symlink():
+            n += 1
+            kept = path.with_name(f"{path.name}.new-{n}")
+        os.replace(staging, kept)
+        raise FileExistsError(f"{exc}; {path} is left as it is, and the results are in {kept}") from exc
 
 
 @contextlib.contextmanager
