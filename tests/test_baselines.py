@@ -10,6 +10,7 @@ from sklearn.base import clone
 from conjoined.baselines._preprocess import preprocess
 from conjoined.baselines.bimax import Bimax
 from conjoined.baselines.cheng_church import ChengChurch
+from conjoined.baselines.dt2b import DT2B
 from conjoined.baselines.plaid import Plaid
 from conjoined.baselines.spectral import Spectral
 from conjoined.metrics import jaccard_score
@@ -231,7 +232,7 @@ def test_spectral_recovers_checkerboard_and_is_seeded():
 
 # --- shared contract ---
 
-ESTIMATORS = [ChengChurch(), Plaid(), Bimax(), Spectral(n_clusters=2)]
+ESTIMATORS = [ChengChurch(), Plaid(), Bimax(), Spectral(n_clusters=2), DT2B(n_sweeps=20)]
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: type(e).__name__)
@@ -245,6 +246,19 @@ def test_bad_input_raises_clear_errors(estimator):
     if "random_state" in estimator.get_params():
         with pytest.raises(ValueError, match="random_state"):
             clone(estimator).set_params(random_state="seed").fit(np.arange(20.0).reshape(4, 5))
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: type(e).__name__)
+def test_negative_seed_is_named(estimator):
+    with pytest.raises(ValueError, match="random_state"):
+        clone(estimator).set_params(random_state=-1).fit(np.arange(20.0).reshape(4, 5))
+
+
+@pytest.mark.parametrize("estimator, parameter", [(ChengChurch(), "add_inverted_rows"), (Plaid(), "background")])
+def test_bool_parameters_must_be_bool(estimator, parameter):
+    # a string such as "no" is truthy: it must not silently mean True
+    with pytest.raises(ValueError, match=f"{parameter} must be True or False"):
+        clone(estimator).set_params(**{parameter: "no"}).fit(np.arange(20.0).reshape(4, 5))
 
 
 def test_log_based_preprocessing_rejects_negative_values():

@@ -138,6 +138,12 @@ def test_block_index_forms():
             {"shape": (2, 2), "blocks": [(slice(0, 2), slice(0, 2))], "n_tokens": 10, "p": 0.5},
             "cover every cell",
         ),
+        ({"shape": 4, "blocks": [(slice(0, 2), slice(0, 2))], "n_tokens": 10, "p": 0.5}, "shape must be"),
+        ({"shape": (4, 4), "blocks": None, "n_tokens": 10, "p": 0.5}, "blocks must be a list"),
+        ({"shape": (4, 4), "blocks": [5], "n_tokens": 10, "p": 0.5}, r"blocks\[0\] must be a \(row_index"),
+        # None (numpy's newaxis) and a nested list would otherwise select every row, or a 2-d set of them
+        ({"shape": (4, 4), "blocks": [(None, slice(0, 2))], "n_tokens": 10, "p": 0.5}, "1-d int array"),
+        ({"shape": (4, 4), "blocks": [([[0, 1]], slice(0, 2))], "n_tokens": 10, "p": 0.5}, "1-d int array"),
     ],
 )
 def test_bad_arguments(kwargs, message):

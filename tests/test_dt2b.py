@@ -50,6 +50,11 @@ def test_fitted_attributes_and_determinism():
         ({"lam": 0.0}, np.ones((3, 3)), "lam must be > 0"),
         ({"n_sweeps": -5}, np.ones((3, 3)), "n_sweeps must be an integer >= 0"),
         ({}, -np.ones((3, 3)), "negative"),
+        # no token: the mean + sd thresholds of all-zero counts would keep every pair with every row and column
+        ({}, np.zeros((6, 5)), "X is all zeros"),
+        ({"random_state": "seed"}, np.ones((3, 3)), "random_state must be None, an int seed"),
+        ({"random_state": -1}, np.ones((3, 3)), "random_state must be None, an int seed"),
+        ({"random_state": 2**40}, np.ones((3, 3)), "random_state must be None, an int seed"),
     ],
 )
 def test_bad_input_raises(params, X, message):

@@ -139,3 +139,29 @@ def test_0_1_integer_masks_score_as_bool():
     truth = _biclusters(4, 3, [([0, 1], [0])])
     as_int = (truth[0].astype(np.int64), truth[1].astype(np.uint8))
     assert jaccard_score(as_int, truth) == 1.0
+
+
+def test_empty_result_is_still_checked_against_the_truth_shape():
+    truth = _biclusters(4, 3, [([0, 1], [0])])
+    # no bicluster found, as a model reports it: (0, n_rows) and (0, n_cols), any dtype; scores 0 both ways
+    empties = [(np.zeros((0, 4), bool), np.zeros((0, 3), bool)), (np.zeros((0, 4)), np.zeros((0, 3))), ([], [])]
+    for empty in empties:
+        for score in (jaccard_score, relevance_score, recovery_score):
+            assert score(empty, truth) == 0.0 and score(truth, empty) == 0.0
+    # an empty result of a model fitted on another matrix (here transposed) is a mistake, not a score of 0
+    transposed = (np.zeros((0, 3), bool), np.zeros((0, 4), bool))
+    for score in (jaccard_score, relevance_score, recovery_score):
+        with pytest.raises(ValueError, match="different numbers of rows: 3 vs 4"):
+            score(transposed, truth)
+        with pytest.raises(ValueError, match="different numbers of rows: 4 vs 3"):
+            score(truth, transposed)
+    with pytest.raises(ValueError, match="different numbers of rows: 0 vs 4"):
+        jaccard_score((np.zeros((2, 0), bool), np.zeros((2, 0), bool)), truth)
+
+
+def test_index_lists_are_refused_with_a_clear_message():
+    truth = _biclusters(4, 4, [([0, 1], [0, 1])])
+    with pytest.raises(ValueError, match="not lists of indices"):
+        jaccard_score(([[0, 1], [2]], [[0, 1], [3]]), truth)
+    with pytest.raises(ValueError, match="index lists are not accepted"):
+        jaccard_score(([[2, 3]], [[2, 3]]), truth)

@@ -46,6 +46,8 @@ def _block_indices(index, n, *, name):
     except IndexError as exc:
         raise ValueError(f"{name} does not fit an axis of length {n}: {exc}") from None
     selected = np.atleast_1d(selected)
+    if selected.ndim != 1:
+        raise ValueError(f"{name} must be a slice, range, 1-d int array or bool mask, got {index!r}")
     if selected.size == 0:
         raise ValueError(f"{name} selects no index")
     return selected
@@ -61,8 +63,8 @@ def make_biclusters_counts(shape, blocks, n_tokens, p, random_state=None, shuffl
     ----------
     shape : (int, int)
         (n_rows, n_cols).
-    blocks : sequence of (row_index, col_index)
-        One pair per bicluster; each index is a slice, range, int array (0-based) or bool mask.
+    blocks : list or tuple of (row_index, col_index)
+        One pair per bicluster; each index is a slice, range, 1-d int array (0-based) or bool mask.
     n_tokens : int
         N, the total count of the matrix.
     p : float in [0, 1]
@@ -79,7 +81,7 @@ def make_biclusters_counts(shape, blocks, n_tokens, p, random_state=None, shuffl
         ``rows[b, i]``: row i belongs to bicluster b.
     columns : ndarray of bool, shape (n_blocks, n_cols)
     """
-    if len(shape) != 2:
+    if not isinstance(shape, (tuple, list, np.ndarray)) or len(shape) != 2:
         raise ValueError(f"shape must be (n_rows, n_cols), got {shape!r}")
     n_rows = check_int(shape[0], "shape[0]", minimum=1)
     n_cols = check_int(shape[1], "shape[1]", minimum=1)
@@ -87,6 +89,8 @@ def make_biclusters_counts(shape, blocks, n_tokens, p, random_state=None, shuffl
     p = check_positive(p, "p", allow_zero=True)
     if p > 1:
         raise ValueError(f"p must be in [0, 1], got {p!r}")
+    if not isinstance(blocks, (tuple, list)):
+        raise ValueError(f"blocks must be a list of (row_index, col_index) pairs, got {blocks!r}")
     if len(blocks) == 0:
         raise ValueError("blocks is empty; give at least one (row_index, col_index) pair")
     shuffle = check_bool(shuffle, "shuffle")
@@ -95,7 +99,7 @@ def make_biclusters_counts(shape, blocks, n_tokens, p, random_state=None, shuffl
     rows = np.zeros((len(blocks), n_rows), dtype=bool)
     columns = np.zeros((len(blocks), n_cols), dtype=bool)
     for b, block in enumerate(blocks):
-        if len(block) != 2:
+        if not isinstance(block, (tuple, list)) or len(block) != 2:
             raise ValueError(f"blocks[{b}] must be a (row_index, col_index) pair, got {block!r}")
         rows[b, _block_indices(block[0], n_rows, name=f"blocks[{b}] rows")] = True
         columns[b, _block_indices(block[1], n_cols, name=f"blocks[{b}] columns")] = True

@@ -13,20 +13,31 @@ __all__ = ["consensus_score", "jaccard_score", "recovery_score", "relevance_scor
 
 
 def _check_biclusters(biclusters, name):
-    """``(rows, columns)`` as 2-d bool arrays with one line per bicluster (empty input: no bicluster)."""
+    """``(rows, columns)`` as 2-d bool arrays with one line per bicluster.
+
+    Empty input is no bicluster: 2-d arrays of shapes (0, n_rows) and (0, n_cols) keep their widths (checked
+    against the other set's); anything else empty, such as ``([], [])``, becomes two (0, 0) arrays."""
     try:
         rows, columns = biclusters
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a (rows, columns) pair of bool arrays") from None
-    rows = np.asarray(rows)
-    columns = np.asarray(columns)
-    if rows.size == 0 and columns.size == 0:
+    try:
+        rows = np.asarray(rows)
+        columns = np.asarray(columns)
+    except ValueError:
+        raise ValueError(
+            f"{name} rows and columns must be bool masks of shapes (n_biclusters, n_rows) and (n_biclusters, "
+            "n_cols), not lists of indices of different lengths"
+        ) from None
+    if rows.size == 0 and columns.size == 0 and not rows.ndim == columns.ndim == 2:
         return np.zeros((0, 0), dtype=bool), np.zeros((0, 0), dtype=bool)
     for what, array in (("rows", rows), ("columns", columns)):
-        if not (array.dtype == bool or (array.dtype.kind in "iu" and np.isin(array, (0, 1)).all())):
+        if not (array.size == 0 or array.dtype == bool
+                or (array.dtype.kind in "iu" and np.isin(array, (0, 1)).all())):
             raise ValueError(
                 f"{name} {what} must be a bool (or 0/1) array, True for a member of the bicluster; got dtype "
-                f"{array.dtype}" + (" with values other than 0 and 1" if array.dtype.kind in "iu" else "")
+                f"{array.dtype}" + (" with values other than 0 and 1 (index lists are not accepted: give masks)"
+                                    if array.dtype.kind in "iu" else "")
             )
     rows, columns = rows.astype(bool), columns.astype(bool)
     if rows.ndim != 2 or columns.ndim != 2 or rows.shape[0] != columns.shape[0]:
@@ -38,10 +49,11 @@ def _check_biclusters(biclusters, name):
 
 
 def _check_pair(found, truth):
-    """Validated (found, truth); ValueError if both are non-empty and describe different matrix shapes."""
+    """Validated (found, truth); ValueError if they describe different matrix shapes (an empty set given as 2-d
+    arrays included)."""
     found = _check_biclusters(found, "found")
     truth = _check_biclusters(truth, "truth")
-    if len(found[0]) and len(truth[0]):
+    if found[0].shape != (0, 0) and truth[0].shape != (0, 0):
         for what, a, b in (("rows", found[0], truth[0]), ("columns", found[1], truth[1])):
             if a.shape[1] != b.shape[1]:
                 raise ValueError(

@@ -54,6 +54,8 @@ import math
 import os
 from typing import NamedTuple
 
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
@@ -580,6 +582,19 @@ def _uniform_pairs(rng, n_pairs, n_tokens, chunk=2**20):
     return pairs
 
 
+def _random_generator(random_state):
+    """The sampler's source of randomness: a Generator as it is, else scikit-learn's RandomState for None, an int
+    seed in [0, 2**32 - 1] or a RandomState; ValueError naming ``random_state`` otherwise."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    is_seed = isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)
+    if (random_state is None or isinstance(random_state, np.random.RandomState)
+            or (is_seed and 0 <= random_state <= np.iinfo(np.uint32).max)):
+        return check_random_state(random_state)
+    raise ValueError("random_state must be None, an int seed in [0, 2**32 - 1], a RandomState or a Generator, "
+                     f"got {random_state!r}")
+
+
 def reassign_tokens(
     X,
     row_labels,
@@ -667,7 +682,7 @@ def reassign_tokens(
         raise ValueError(f"init must be one of {_INITS}, got {init!r}")
     if callback is not None and not callable(callback):
         raise ValueError(f"callback must be callable or None, got {callback!r}")
-    rng = random_state if isinstance(random_state, np.random.Generator) else check_random_state(random_state)
+    rng = _random_generator(random_state)
 
     indptr = X.indptr.astype(np.int64)
     indices = X.indices.astype(np.int64)

@@ -96,6 +96,8 @@ def as_generator(random_state):
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
     is_int = isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)
+    if is_int and random_state < 0:
+        raise ValueError(f"random_state must be an integer seed >= 0, got {random_state!r}")
     if random_state is None or is_int:
         return np.random.default_rng(random_state)
     raise ValueError(f"random_state must be None, an int, a RandomState or a Generator, got {random_state!r}")

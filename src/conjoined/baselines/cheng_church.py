@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, BiclusterMixin
 
-from .._validation import check_int, check_positive
+from .._validation import check_bool, check_int, check_positive
 from ._preprocess import as_generator, empty_biclusters, preprocess, validate_input
 
 
@@ -177,6 +177,7 @@ class ChengChurch(BiclusterMixin, BaseEstimator):
         if alpha < 1:
             raise ValueError(f"deletion_threshold must be >= 1, got {self.deletion_threshold!r}")
         min_size = check_int(self.multiple_deletion_min_size, "multiple_deletion_min_size", minimum=1)
+        add_inverted_rows = check_bool(self.add_inverted_rows, "add_inverted_rows")
         A = preprocess(validate_input(X), self.preprocess)
         rng = as_generator(self.random_state)
         low, high = A.min(), A.max()
@@ -190,7 +191,7 @@ class ChengChurch(BiclusterMixin, BaseEstimator):
             _single_node_deletion(A, rows, columns, max_msr)
             if rows.sum() < 2 or columns.sum() < 2:
                 break
-            sign = _node_addition(A, rows, columns, bool(self.add_inverted_rows))
+            sign = _node_addition(A, rows, columns, add_inverted_rows)
             found_rows.append(rows)
             found_columns.append(columns)
             found_inverted.append(sign < 0)

@@ -36,11 +36,13 @@ class DT2B(BiclusterMixin, BaseEstimator):
 
     Attributes
     ----------
-    rows_ : ndarray of bool, shape (n_biclusters, n_rows)
-    columns_ : ndarray of bool, shape (n_biclusters, n_cols)
-    bicluster_pairs_ : ndarray of int, shape (n_biclusters, 2)
+    rows_ : ndarray of bool, shape (n_biclusters_, n_rows)
+    columns_ : ndarray of bool, shape (n_biclusters_, n_cols)
+    n_biclusters_ : int
+        Number of biclusters found.
+    bicluster_pairs_ : ndarray of int, shape (n_biclusters_, 2)
         (row topic, column topic) of each bicluster.
-    bicluster_strength_ : ndarray, shape (n_biclusters,)
+    bicluster_strength_ : ndarray, shape (n_biclusters_,)
         Token count ``n_kl`` of each bicluster's pair (biclusters are sorted by it, largest first).
     theta_ : ndarray, shape (K_r, K_c)
         Joint distribution of a token's (row topic, column topic).
@@ -83,10 +85,24 @@ class DT2B(BiclusterMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        """Sample the token topics of ``X`` (count matrix, shape (n_rows, n_cols)) and extract the biclusters."""
+        """Sample the token topics of ``X`` (count matrix, shape (n_rows, n_cols)) and extract the biclusters.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of non-negative integer counts, shape (n_rows, n_cols)
+            Not all zeros. The numbers of topics may exceed the numbers of rows and columns (the paper's Table 3
+            runs K = 25 on the 20 x 20 case 2).
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
         X = check_matrix(X, name="X", counts=True)
         n_row_clusters = check_int(self.n_row_clusters, "n_row_clusters", minimum=1)
         n_column_clusters = check_int(self.n_column_clusters, "n_column_clusters", minimum=1)
+        if X.sum() == 0:
+            raise ValueError("X is all zeros: there are no tokens to bicluster")
         a_r = check_positive(self.a_r, "a_r")
         a_c = check_positive(self.a_c, "a_c")
         lam = check_positive(self.lam, "lam")
@@ -117,6 +133,7 @@ class DT2B(BiclusterMixin, BaseEstimator):
         self.columns_ = biclusters.columns
         self.bicluster_pairs_ = biclusters.pairs
         self.bicluster_strength_ = biclusters.strength
+        self.n_biclusters_ = len(biclusters.pairs)
         self.n_row_clusters_ = n_row_clusters
         self.n_column_clusters_ = n_column_clusters
         return self

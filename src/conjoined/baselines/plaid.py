@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.base import BaseEstimator, BiclusterMixin
 
-from .._validation import check_int
+from .._validation import check_bool, check_int
 from ._preprocess import as_generator, empty_biclusters, preprocess, validate_input
 
 
@@ -182,6 +182,7 @@ class Plaid(BiclusterMixin, BaseEstimator):
     def _check_params(self):
         if self.cluster not in ("b", "r", "c"):
             raise ValueError(f"cluster must be 'b', 'r' or 'c', got {self.cluster!r}")
+        check_bool(self.background, "background")
         for name in ("row_release", "col_release"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
