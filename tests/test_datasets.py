@@ -202,11 +202,32 @@ def test_marques_like_negative_binomial_moments():
     assert abs(X.nnz / X.shape[0] / X.shape[1] - 0.3) < 0.01
 
 
+def test_marques_like_deep_counts_follow_the_truncated_negative_binomial():
+    # dispersion 0.02 with 30% non-zeros: one row's mean is about 1.1e6, so its non-zero values (zero-truncated
+    # NB, mean 3.7e6) come from the gamma-Poisson path, not a walk along the CDF; checked by chi-square on
+    # logarithmic bins against the exact distribution
+    stats = pytest.importorskip("scipy.stats")
+    density, r = 0.3, 0.02
+    X, _, _ = make_marques_like(1, 20000, density=density, n_row_clusters=1, n_col_clusters=1, random_state=3,
+                                dispersion=r)
+    mean = r * ((1 - density) ** (-1 / r) - 1)  # P(X > 0) = density for the one row
+    nb = stats.nbinom(r, r / (r + mean))
+    edges = np.array([0, 1, 2, 4, 10, 30, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, np.inf])
+    truncated_cdf = np.append((nb.cdf(edges[:-1]) - nb.cdf(0)) / nb.sf(0), 1.0)
+    expected = np.diff(truncated_cdf) * X.nnz
+    observed = np.histogram(X.data, bins=edges + 0.5)[0]
+    assert abs(X.nnz / X.shape[1] - density) < 0.01
+    assert expected.min() > 5
+    assert stats.chi2.sf(((observed - expected) ** 2 / expected).sum(), len(expected) - 1) > 0.01
+
+
 def test_marques_like_bad_arguments():
     with pytest.raises(ValueError, match="density"):
         make_marques_like(100, 50, density=1.2)
     with pytest.raises(ValueError, match="n_col_clusters"):
         make_marques_like(100, 5, n_col_clusters=13)
+    with pytest.raises(ValueError, match="dispersion=0.002 is too small for density=0.124"):
+        make_marques_like(200, 100, dispersion=0.002)
 
 
 def test_20news_w100():

@@ -190,6 +190,11 @@ def _negative_binomial_nonzero_probability(mean, dispersion):
     return -np.expm1(-dispersion * np.log1p(mean / dispersion))
 
 
+INVERSE_CDF_LIMIT = 1e5
+# largest gamma scale (mean / dispersion) make_marques_like accepts: its draws stay far below int64's range
+MAX_GAMMA_SCALE = 1e15
+
+
 @njit(cache=True, nogil=True)
 def _fill_sparse_negative_binomial(
     indptr,
@@ -206,8 +211,10 @@ def _fill_sparse_negative_binomial(
     """Fill CSR ``indices``/``data`` row by row.
 
     Row i holds ``nonzeros_per_block[i, l]`` entries in column cluster l at uniformly drawn distinct columns (partial
-    Fisher-Yates over that cluster's columns), each valued by a zero-truncated NB(row_means[i, l], dispersion) draw
-    (inverse CDF). ``columns_by_cluster`` is permuted in place; it stays a permutation of each cluster's columns.
+    Fisher-Yates over that cluster's columns), each valued by a zero-truncated NB(row_means[i, l], dispersion) draw:
+    by inverse CDF, or, where the truncated mean is above ``INVERSE_CDF_LIMIT`` (the inverse CDF walks one step
+    per unit of the value), by gamma-Poisson draws until one is non-zero. ``columns_by_cluster`` is permuted in
+    place; it stays a permutation of each cluster's columns.
     """
     np.random.seed(seed)
     n_rows, n_col_clusters = nonzeros_per_block.shape
@@ -229,6 +236,12 @@ def _fill_sparse_negative_binomial(
             success = mean / (mean + dispersion)
             log_zero = -dispersion * np.log1p(mean / dispersion)
             nonzero = -np.expm1(log_zero)
+            if mean / nonzero > INVERSE_CDF_LIMIT:
+                value = 0
+                while value == 0:
+                    value = np.random.poisson(np.random.gamma(dispersion, mean / dispersion))
+                data[position] = value
+                continue
             pmf = np.exp(log_zero) * dispersion * success / nonzero  # P(X = 1 | X > 0)
             target = np.random.random()
             value = 1
@@ -281,7 +294,9 @@ def make_marques_like(
     fold_change : float > 0
         Mean of a module in its own cell type relative to elsewhere.
     dispersion : float > 0
-        Negative-binomial size parameter (smaller is more over-dispersed).
+        Negative-binomial size parameter (smaller is more over-dispersed). Few zeros at a small dispersion need
+        enormous means (at density 0.124, dispersion 0.005 draws counts up to about 1e13); a dispersion too small
+        for ``density``, whose counts would pass int64's range, is a ValueError.
 
     Returns
     -------
@@ -323,7 +338,13 @@ def make_marques_like(
     for _ in range(80):  # halves a width of 100 in log-scale down to below 1e-20
         middle = 0.5 * (low + high)
         low, high = (middle, high) if expected_density(middle) < density else (low, middle)
-    row_means = np.exp(0.5 * (low + high)) * relative_means
+    log_scale = 0.5 * (low + high)
+    row_means = np.exp(log_scale) * relative_means
+    if row_means.max() / dispersion > MAX_GAMMA_SCALE or not np.isclose(expected_density(log_scale), density):
+        raise ValueError(
+            f"dispersion={dispersion!r} is too small for density={density!r}: so few zeros would need counts "
+            "beyond int64's range; raise dispersion or lower density"
+        )
 
     nonzero_probability = _negative_binomial_nonzero_probability(row_means, dispersion)
     nonzeros_per_block = rng.binomial(cluster_sizes[None, :], nonzero_probability).astype(np.int64)
