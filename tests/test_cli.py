@@ -336,10 +336,10 @@ def test_normalised_h5ad_without_layer_says_so(planted, tmp_path, capsys):
     (["--n-iter", "0"], "conjoined: error: --n-iter must be an integer >= 1, got 0\n"),
     (["--min-size", "0"], "conjoined: error: --min-size must be an integer >= 1, got 0\n"),
     (["--seed", "-3"], "conjoined: error: --seed must be >= 0, got -3\n"),
-    (["--mode", "paper", "--n-rounds", "3"], "conjoined: error: --mode paper runs the published pipeline "
-     "(multinomial mixtures, no conjoined rounds): --n-rounds would have no effect; leave it out\n"),
-    (["--mode", "paper", "--row-likelihood", "poisson", "--dispersion", "none"], "--row-likelihood, --dispersion "
-     "would have no effect; leave them out\n"),
+    (["--mode", "paper", "--n-rounds", "3"], ("conjoined: error: --mode paper runs the published pipeline "
+     "(multinomial mixtures, no conjoined rounds): --n-rounds would have no effect; leave it out\n")),
+    (["--mode", "paper", "--row-likelihood", "poisson", "--dispersion", "none"], ("--row-likelihood, "
+     "--dispersion would have no effect; leave them out\n")),
 ])
 def test_bad_parameter_is_named_by_its_option_and_leaves_no_outdir(options, message, reference, tmp_path, capsys):
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "new" / "out", *FAST, *options], capsys)

@@ -3,15 +3,14 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.special import gammaln
 from sklearn.metrics import normalized_mutual_info_score
 from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency, parametrize_with_checks
 
 import conjoined
-from conjoined.dpmm import backends
+from conjoined.dpmm import backends, sampler
 from conjoined.dpmm.priors import SufficientStats, sample_log_dirichlet
-from conjoined.dpmm import sampler
 from conjoined.dpmm.sampler import merge_log_ratio, split_log_ratio
-from scipy.special import gammaln
 
 
 def multinomial_mixture(seed, n=300, K=6, d=100, total=80):

@@ -424,9 +424,9 @@ def test_atomic_output_dir_asks_replaceable_before_the_block(tmp_path):
     out = tmp_path / "results"
     out.mkdir()
     (out / "mine.txt").write_text("the user's")
-    with pytest.raises(ValueError, match="holds files of the user's"):
-        with atomic_output_dir(out, force=True, replaceable=_only_old_files):
-            raise AssertionError("the block must not run")
+    with (pytest.raises(ValueError, match="holds files of the user's"),
+          atomic_output_dir(out, force=True, replaceable=_only_old_files)):
+        raise AssertionError("the block must not run")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
 
 

@@ -13,7 +13,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._validation import check_bool, check_matrix, is_count_matrix, line_totals
-from .cdp import AllZeroWarning, ConjoinedDirichletProcess, _cluster_masks, bicluster_members, pair_cluster_masks
+from .cdp import (
+    AllZeroWarning,
+    ConjoinedDirichletProcess,
+    _cluster_masks,
+    bicluster_members,
+    pair_cluster_masks,
+)
 
 __all__ = ["cdp", "fitted_view"]
 

@@ -34,7 +34,13 @@ from ._interrupt import unwrapping_interruptions
 from ._pearson import cluster_shares, squared_residual_terms
 from ._progress import progress_bar
 from ._validation import (
-    check_bool, check_int, check_matrix, check_positive, check_verbose, line_totals, record_features,
+    check_bool,
+    check_int,
+    check_matrix,
+    check_positive,
+    check_verbose,
+    line_totals,
+    record_features,
 )
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.estimator import SharedClientMixin, resolve_n_jobs, seed_sequence

@@ -51,10 +51,9 @@ the cell counts), as int32 (4 bytes a token; one dtype keeps numba to a single c
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from typing import NamedTuple
-
-import numbers
 
 import numpy as np
 import scipy.sparse as sp
