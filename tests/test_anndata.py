@@ -282,5 +282,5 @@ def test_fitted_view_without_results(planted):
 def test_clear_message_without_anndata(planted, monkeypatch):
     adata, _, _, _ = planted
     monkeypatch.setitem(sys.modules, "anndata", None)
-    with pytest.raises(ImportError, match=r"pip install conjoined\[singlecell\]"):
+    with pytest.raises(ImportError, match=r"needs anndata and pandas: pip install anndata pandas"):
         cdp(adata, **PARAMS)

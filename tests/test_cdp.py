@@ -341,3 +341,25 @@ def test_dataframe_column_names_are_kept_and_change_nothing():
     np.testing.assert_array_equal(framed.columns_, plain.columns_)
     framed.fit(X)  # a refit on an array forgets the names
     assert not hasattr(framed, "feature_names_in_")
+
+
+def test_refinement_and_extraction_keep_blas_on_one_thread(monkeypatch):
+    # their many small NumPy products ran four times slower with BLAS's threads on a machine whose cores other
+    # work kept busy
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import conjoined.cdp as cdp_module
+
+    seen = []
+
+    def spying(function):
+        def spied(*args, **kwargs):
+            pools = threadpoolctl.threadpool_info()
+            seen.append({pool["num_threads"] for pool in pools if pool["user_api"] == "blas"})
+            return function(*args, **kwargs)
+        return spied
+
+    monkeypatch.setattr(cdp_module, "refine_partition", spying(cdp_module.refine_partition))
+    monkeypatch.setattr(cdp_module, "extract_biclusters", spying(cdp_module.extract_biclusters))
+    X, _, _ = make_cdp_case(2, random_state=0)
+    CDP(n_iter=20, random_state=0).fit(X)
+    assert seen == [{1}, {1}]

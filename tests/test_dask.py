@@ -146,7 +146,7 @@ def test_bad_backend_parameters():
 def test_without_dask_the_error_says_how_to_install(monkeypatch):
     monkeypatch.delitem(sys.modules, "conjoined.dpmm.dask_backend")
     monkeypatch.setitem(sys.modules, "distributed", None)
-    with pytest.raises(ImportError, match=r'pip install "conjoined\[dask\]"'):
+    with pytest.raises(ImportError, match=r'pip install "dask\[distributed\]"'):
         conjoined.DPMM(backend="dask", n_iter=2).fit(count_mixture())
 
 

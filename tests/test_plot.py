@@ -253,5 +253,5 @@ def test_importing_does_not_need_matplotlib():
 def test_clear_error_without_matplotlib(monkeypatch, case2):
     _X, model = case2
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
-    with pytest.raises(ImportError, match=r"pip install conjoined\[plot\]"):
+    with pytest.raises(ImportError, match=r"need matplotlib: pip install matplotlib"):
         plot_theta(model)

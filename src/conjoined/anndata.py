@@ -1,7 +1,7 @@
 """CDP on an AnnData object, following scanpy's ``tl`` conventions: results are written into the object.
 
 AnnData holds cells x genes (``obs`` x ``var``); CDP biclusters genes x cells, so genes are CDP's rows and
-cells its columns. The matrix is transposed without densifying. Needs ``pip install conjoined[singlecell]``.
+cells its columns. The matrix is transposed without densifying. Needs anndata and pandas (``pip install anndata pandas``, or the ``singlecell`` extra).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _require_anndata():
         import pandas
     except ImportError:
         raise ImportError(
-            "conjoined.anndata needs anndata and pandas: pip install conjoined[singlecell]"
+            "conjoined.anndata needs anndata and pandas: pip install anndata pandas"
         ) from None
     return anndata, pandas
 

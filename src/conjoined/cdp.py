@@ -43,6 +43,7 @@ from ._validation import (
     record_features,
 )
 from .dpmm import DPMM, Multinomial, PoissonGamma
+from .dpmm.backends import single_threaded_blas
 from .dpmm.estimator import SharedClientMixin, resolve_n_jobs, seed_sequence
 from .dpmm.priors import COUNT_GRID
 from .extract import BACKGROUNDS, check_thresholds, extract_biclusters, refine_partition, topic_parameters
@@ -499,9 +500,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         # rule refines them, so that a bicluster's members have their tokens in its topics.
         block_rows, block_cols = row_labels, col_labels
         if self.extraction == "significance" and self.refine:
-            block_rows, block_cols = refine_partition(
-                core, row_labels, col_labels, z_min=self.z_min, min_size=self.min_size,
-                row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
+            with single_threaded_blas():  # many small products: BLAS threads cost more than they give
+                block_rows, block_cols = refine_partition(
+                    core, row_labels, col_labels, z_min=self.z_min, min_size=self.min_size,
+                    row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
             # The refinement merges clusters and may empty others: the topics are the clusters it kept.
             (block_rows, K_r), (block_cols, K_c) = _renumbered(block_rows), _renumbered(block_cols)
         bar = progress_bar(self.n_reassign, "token reassignment", self.verbose)
@@ -515,12 +517,13 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             bar.close()
         counts = TokenCounts(*(np.asarray(count, dtype=np.float64) for count in counts))
         params = topic_parameters(counts, a_r=self.a_r, a_c=self.a_c, lam=self.lam)
-        if self.extraction == "significance":
-            found = extract_biclusters(core, counts, rule="significance", row_labels=block_rows,
-                                       column_labels=block_cols, z_min=self.z_min, min_size=self.min_size,
-                                       background=self.background)
-        else:
-            found = extract_biclusters(core, counts, rule="paper-code", a_r=self.a_r, a_c=self.a_c)
+        with single_threaded_blas():
+            if self.extraction == "significance":
+                found = extract_biclusters(core, counts, rule="significance", row_labels=block_rows,
+                                           column_labels=block_cols, z_min=self.z_min, min_size=self.min_size,
+                                           background=self.background)
+            else:
+                found = extract_biclusters(core, counts, rule="paper-code", a_r=self.a_r, a_c=self.a_c)
 
         self.row_labels_ = _expand(row_labels, row_index, n_rows, -1)
         self.column_labels_ = _expand(col_labels, col_index, n_cols, -1)

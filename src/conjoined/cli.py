@@ -191,7 +191,7 @@ def _estimator_options(parser):
         "--backend",
         "backend",
         "where the DP mixtures' data passes run: 'dask' on a Dask cluster, an embedded local one unless "
-        "--address is given (needs pip install conjoined[dask])",
+        "--address is given (needs Dask: pip install 'dask[distributed]')",
         choices=BACKENDS,
     )
     add(
@@ -642,7 +642,7 @@ def _check_replaceable_fit(outdir):
 
 def _run_fit(args, argv):
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
-        raise UserError("the pictures need matplotlib: pip install conjoined[plot], or pass --no-plots")
+        raise UserError("the pictures need matplotlib: pip install matplotlib, or pass --no-plots")
     X, row_names, column_names, source_format = _read_input(args)
     model = _estimator_from_args(args)
     inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]

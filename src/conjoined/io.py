@@ -150,7 +150,7 @@ def _read_table(path, sep):
     try:
         import pandas as pd
     except ImportError:
-        raise ImportError("reading .csv/.tsv files needs pandas: pip install conjoined[singlecell]") from None
+        raise ImportError("reading .csv/.tsv files needs pandas: pip install pandas") from None
     try:
         frame = pd.read_csv(path, sep=sep, header=0)
     except Exception as exc:  # noqa: BLE001 - any parse failure becomes one line naming the file
@@ -239,7 +239,7 @@ def _read_h5ad(path, layer):
     try:
         import anndata
     except ImportError:
-        raise ImportError("reading .h5ad files needs anndata: pip install conjoined[singlecell]") from None
+        raise ImportError("reading .h5ad files needs anndata: pip install anndata") from None
     try:
         adata = anndata.read_h5ad(path)
     except Exception as exc:  # noqa: BLE001

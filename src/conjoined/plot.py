@@ -1,9 +1,10 @@
 """Figures for a fitted CDP model: the reordered matrix with its biclusters, the K traces, theta and memberships.
 
-matplotlib is imported only when a function is called (``pip install conjoined[plot]``). ``model`` is anything with
-the attributes of a fitted :class:`conjoined.CDP` that the function uses (``row_labels_``, ``column_labels_``,
-``rows_``, ``columns_``, ``theta_``, ``row_membership_``, ``column_membership_``, ``row_dpmm_``, ...). Every
-function returns the matplotlib Figure; pass ``ax`` (or ``axes``) to draw into existing axes.
+matplotlib is imported only when a function is called (``pip install matplotlib``, or the ``plot`` extra).
+``model`` is anything with the attributes of a fitted :class:`conjoined.CDP` that the function uses
+(``row_labels_``, ``column_labels_``, ``rows_``, ``columns_``, ``theta_``, ``row_membership_``,
+``column_membership_``, ``row_dpmm_``, ...). Every function returns the matplotlib Figure; pass ``ax`` (or
+``axes``) to draw into existing axes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _pyplot():
     try:
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ImportError("conjoined's plots need matplotlib: pip install conjoined[plot]") from None
+        raise ImportError("conjoined's plots need matplotlib: pip install matplotlib") from None
     return plt
 
 

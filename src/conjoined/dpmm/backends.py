@@ -147,7 +147,7 @@ class Shard:
             sub_mu, sub_chol_prec, sub_log_det = sub_params
             single = np.float32
             # The kernel's matrix products are small and run inside numba's threads: BLAS must not add its own.
-            with _blas_controller().limit(limits=1, user_api="blas"):
+            with single_threaded_blas():
                 labels, sublabels, counts, sums, outer = kernel(
                     self.values, self.values32, mu.astype(single), chol_prec.astype(single), log_det, log_w,
                     sub_mu.astype(single), sub_chol_prec.astype(single), sub_log_det, sub_log_w, random_sub,
@@ -212,6 +212,13 @@ def _blas_controller():
     import scipy.linalg.cython_blas  # noqa: F401  (loads that library before the look-up)
 
     return ThreadpoolController()
+
+
+def single_threaded_blas():
+    """Context manager keeping BLAS on one thread: for small matrix products inside numba's threads, or many
+    times over in a loop, where BLAS's own threads cost more than they give (four times more on a machine whose
+    cores other work keeps busy)."""
+    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 def _as_stats(counts, sums, outer, K):

@@ -31,7 +31,7 @@ try:
     from distributed.scheduler import KilledWorker
 except ImportError as error:  # pragma: no cover - exercised by hiding the module in a test
     raise ImportError(
-        'backend="dask" needs Dask distributed, an optional extra: pip install "conjoined[dask]"'
+        'backend="dask" needs Dask distributed, an optional dependency: pip install "dask[distributed]"'
     ) from error
 
 from .backends import Shard

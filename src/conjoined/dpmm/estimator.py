@@ -154,7 +154,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         Where the data pass runs. "dask" spreads the shards over Dask distributed workers (actors holding the
         points, sent once); the driver keeps a copy of the data and labels and re-creates the shards of a worker
         that dies, so the fit goes on with the same result. Same seed, same labels as "local". Needs the extra
-        ``pip install "conjoined[dask]"``.
+        ``pip install 'dask[distributed]'`` (or the ``dask`` extra).
     client : distributed.Client or None, default=None
         With ``backend="dask"``: the cluster to use (left open). ``sklearn.base.clone`` shares it with the clone;
         a pickled estimator keeps no client.
