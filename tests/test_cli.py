@@ -337,14 +337,55 @@ def test_normalised_h5ad_without_layer_says_so(planted, tmp_path, capsys):
     (["--min-size", "0"], "conjoined: error: --min-size must be an integer >= 1, got 0\n"),
     (["--seed", "-3"], "conjoined: error: --seed must be >= 0, got -3\n"),
     (["--mode", "paper", "--n-rounds", "3"], ("conjoined: error: --mode paper runs the published pipeline "
-     "(multinomial mixtures, no conjoined rounds): --n-rounds would have no effect; leave it out\n")),
-    (["--mode", "paper", "--row-likelihood", "poisson", "--dispersion", "none"], ("--row-likelihood, "
-     "--dispersion would have no effect; leave them out\n")),
+     "(no conjoined rounds): --n-rounds would have no effect; leave it out\n")),
+    (["--mode", "paper", "--n-rounds", "1", "--dispersion", "none"], ("--n-rounds, --dispersion would have no "
+     "effect; leave them out\n")),
 ])
 def test_bad_parameter_is_named_by_its_option_and_leaves_no_outdir(options, message, reference, tmp_path, capsys):
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "new" / "out", *FAST, *options], capsys)
     assert status == 2 and err.endswith(message) and err.count("\n") == 1
     assert not (tmp_path / "new").exists()
+
+
+def test_ctrl_c_while_the_results_are_kept_elsewhere_still_says_where(reference, tmp_path, capsys, monkeypatch):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    checks = []
+    check = cli._check_replaceable_fit
+
+    def user_file_then_ctrl_c(path):
+        checks.append(path)
+        if len(checks) == 2:  # the check before the swap, where signals wait
+            (outdir / "mine.txt").write_text("keep me")
+            os.kill(os.getpid(), signal.SIGINT)
+        check(path)
+
+    monkeypatch.setattr(cli, "_check_replaceable_fit", user_file_then_ctrl_c)
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", outdir, *FAST, "--no-plots", "--force"], capsys)
+    assert status == 130 and err.count("\n") == 1
+    assert err.startswith("conjoined: interrupted after the fit: ")
+    assert err.endswith(f"the results are in {outdir}.new\n")
+    assert [p.name for p in outdir.iterdir()] == ["mine.txt"]
+    assert sorted(p.name for p in (tmp_path / "out.new").iterdir()) == sorted(FIT_FILES)
+
+
+def test_force_ignores_a_file_browsers_file_but_not_a_folder_of_that_name(reference, tmp_path, capsys):
+    outdir = tmp_path / "out"
+    (outdir / ".DS_Store").mkdir(parents=True)
+    (outdir / ".DS_Store" / "mine.txt").write_text("keep me")
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", outdir, *FAST, "--no-plots", "--force"], capsys)
+    assert status == 2 and "is not the folder of an earlier fit (it holds .DS_Store)" in err
+    assert (outdir / ".DS_Store" / "mine.txt").read_text() == "keep me"
+
+
+def test_mode_paper_takes_the_likelihoods_of_the_refinement(reference, tmp_path, capsys):
+    argv = ["fit", reference / "matrix.npz", *FAST, "--no-plots", "--mode", "paper"]
+    for likelihood in ("poisson", "multinomial"):
+        status, _, err = _run([*argv, "-o", tmp_path / likelihood, "--row-likelihood", likelihood,
+                               "--column-likelihood", likelihood], capsys)
+        assert status == 0, err
+        params = json.loads((tmp_path / likelihood / "params.json").read_text())["estimator"]
+        assert params["mode"] == "paper" and params["row_likelihood"] == likelihood
 
 
 def test_usage_error_exits_2(capsys):

@@ -571,3 +571,11 @@ def test_dataframe_column_names_are_kept_and_checked():
         model.predict(X[["d", "c", "b", "a"]])
     with pytest.raises(ValueError, match="2-dimensional"):
         model.predict([1, 2, 3, 4])
+    # names that cannot be used (strings mixed with numbers) fail before the work, leaving the last fit whole
+    labels = model.labels_.copy()
+    mixed = pd.DataFrame(np.ones((40, 5)), columns=["a", "b", "c", "d", 4])
+    with pytest.raises(TypeError, match="Feature names are only supported if all input features have string"):
+        model.fit(mixed)
+    assert model.n_features_in_ == 4 and model.feature_names_in_.tolist() == ["a", "b", "c", "d"]
+    np.testing.assert_array_equal(model.labels_, labels)
+    model.predict(X)

@@ -9,6 +9,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
+import conjoined.io
 from conjoined.io import atomic_output_dir, atomic_output_file, read_matrix, write_json, write_table_csv
 
 anndata = pytest.importorskip("anndata")
@@ -418,6 +419,41 @@ def test_atomic_output_dir_keeps_both_when_the_folder_changes_during_the_block(t
     assert (out / "mine.txt").read_text() == "the user's"
     assert [p.name for p in kept.iterdir()] == ["new.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "results.new", "results.new-2"]
+
+
+def test_atomic_output_dir_passes_over_a_name_taken_during_the_move(tmp_path, monkeypatch):
+    out = tmp_path / "results"
+    replace = os.replace
+
+    def taken_meanwhile(source, target):
+        if Path(target).name == "results.new":  # another run takes it between the look and the move
+            (Path(target) / "other.txt").parent.mkdir()
+            (Path(target) / "other.txt").write_text("another run's")
+        return replace(source, target)
+
+    monkeypatch.setattr(conjoined.io.os, "replace", taken_meanwhile)
+    with pytest.raises(FileExistsError, match="the results are in .*results.new-2$"), atomic_output_dir(out) as staging:
+        (staging / "new.txt").write_text("new")
+        out.mkdir()
+    assert [p.name for p in (tmp_path / "results.new").iterdir()] == ["other.txt"]
+    assert [p.name for p in (tmp_path / "results.new-2").iterdir()] == ["new.txt"]
+
+
+def test_atomic_output_dir_keeps_the_results_where_they_are_when_they_cannot_move(tmp_path, monkeypatch):
+    out = tmp_path / "results"
+    replace = os.replace
+
+    def refused(source, target):
+        if Path(target).name.startswith("results.new"):
+            raise PermissionError(13, "Permission denied")
+        return replace(source, target)
+
+    monkeypatch.setattr(conjoined.io.os, "replace", refused)
+    with pytest.raises(FileExistsError) as raised, atomic_output_dir(out) as staging:
+        (staging / "new.txt").write_text("new")
+        out.mkdir()
+    assert str(raised.value).endswith(f"the results are in {staging}")
+    assert (staging / "new.txt").read_text() == "new"
 
 
 def test_atomic_output_dir_asks_replaceable_before_the_block(tmp_path):

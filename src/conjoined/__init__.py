@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 _SUBMODULES = ("baselines", "datasets", "extract", "io", "metrics", "reassign")
 # public name -> the submodule that defines it
 _NAMES = {
+    "AllZeroWarning": "cdp",
     "CDP": "cdp",
     "ConjoinedDirichletProcess": "cdp",
     "DPMM": "dpmm",

@@ -455,8 +455,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     def fit(self, X, y=None):
         """Bicluster X (n_rows, n_cols) of non-negative integer counts, dense or scipy.sparse; returns self."""
         self._check_params()
-        X_given = X
-        X = check_matrix(X, name="X", min_rows=2, min_cols=2, counts=True)
+        checked = check_matrix(X, name="X", min_rows=2, min_cols=2, counts=True)
+        record_features(self, X, reset=True)  # before the work: names that cannot be used fail first
+        X = checked
         X = X if sp.issparse(X) else sp.csr_matrix(X)
         if X.nnz == 0:
             raise ValueError("X is all zeros: there is nothing to bicluster")
@@ -549,7 +550,6 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                                          else _expand(column_point, col_index, n_cols, np.nan))
         self.row_dpmm_, self.column_dpmm_ = row_dpmm, column_dpmm
         self.token_counts_ = counts
-        record_features(self, X_given, reset=True)
         return self
 
     @property

@@ -40,7 +40,8 @@ nothing written either (a signal that arrives while the finished output is moved
 the output is then whole, and the status still says the run was interrupted); 141 (as for SIGPIPE) when stdout is closed early
 (``conjoined fit ... | head -1``), after every output file was written. If OUTDIR appears, or comes to hold
 files of the user's, while the fit runs, it is left as it is and the results go to ``OUTDIR.new`` instead (exit
-status 2, the line saying so).
+status 2, the line saying so; a signal that arrives meanwhile gives its own status, and the line still says where
+the results are).
 """
 
 from __future__ import annotations
@@ -78,7 +79,14 @@ from .cdp import (
 from .datasets import CDP_CASES, make_cdp_case
 from .dpmm.estimator import BACKENDS
 from .extract import BACKGROUNDS, DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
-from .io import atomic_output_dir, atomic_output_file, read_matrix, write_json, write_table_csv
+from .io import (
+    atomic_output_dir,
+    atomic_output_file,
+    kept_elsewhere,
+    read_matrix,
+    write_json,
+    write_table_csv,
+)
 from .metrics import jaccard_score
 from .plot import block_label, plot_biclusters, plot_k_trace, plot_membership, plot_theta
 
@@ -125,8 +133,9 @@ _DTYPE_KINDS = {"string": "U", "integer": "iu", "bool": "b", "float": "f"}
 _SAVED_ATTRIBUTES = tuple(name for name, (_, dims) in _MODEL_LAYOUT.items() if name.endswith("_") and dims)
 
 
-# parameters that mode="paper" sets itself (multinomial likelihoods, no conjoined rounds)
-PAPER_MODE_FIXES = ("row_likelihood", "column_likelihood", "n_rounds", "dispersion")
+# parameters of the conjoined rounds, which mode="paper" does not run (its mixtures are multinomial; the likelihood
+# options still choose the refinement's)
+PAPER_MODE_FIXES = ("n_rounds", "dispersion")
 
 
 class UserError(Exception):
@@ -177,7 +186,7 @@ def _estimator_options(parser):
     )
     add("--n-reassign", "n_reassign", "sweeps of the token reassignment", type=int, metavar="N")
     add("--mode", "mode", "'paper' runs the published pipeline: multinomial mixtures, no conjoined rounds (so not "
-        "with --n-rounds, --dispersion or the likelihoods)", choices=MODES)
+        "with --n-rounds or --dispersion; the likelihoods are the refinement's)", choices=MODES)
     add(
         "--seed",
         "random_state",
@@ -392,9 +401,10 @@ def _fresh_seed():
 
 
 def _in_flags(message, flags):
-    """``message`` with the estimator's parameter names replaced by the options that set them."""
+    """``message`` with the estimator's parameter name that begins it (its subject) replaced by the option that
+    sets it."""
     for parameter, flag in flags.items():
-        message = re.sub(rf"\b{parameter}\b", flag, message)
+        message = re.sub(rf"^{parameter}\b", flag, message)  # the subject only: "mode" is also a word
     return message
 
 
@@ -405,7 +415,7 @@ def _estimator_from_args(args):
     if given.get("mode") == "paper":
         ignored = [flags[name] for name in PAPER_MODE_FIXES if name in given]
         if ignored:
-            raise UserError(f"--mode paper runs the published pipeline (multinomial mixtures, no conjoined rounds): "
+            raise UserError(f"--mode paper runs the published pipeline (no conjoined rounds): "
                             f"{', '.join(ignored)} would have no effect; leave {'it' if len(ignored) == 1 else 'them'}"
                             " out")
     if given.get("address") is not None and given.setdefault("backend", "dask") != "dask":
@@ -632,7 +642,8 @@ def _check_replaceable_fit(outdir):
         return
     if not outdir.is_dir():
         raise UserError(f"{outdir} is a file, not the folder of an earlier fit: --force replaces only such a folder")
-    entries = sorted(entry.name for entry in outdir.iterdir() if entry.name not in BROWSER_FILES)
+    entries = sorted(entry.name for entry in outdir.iterdir()
+                     if not (entry.name in BROWSER_FILES and entry.is_file() and not entry.is_symlink()))
     foreign = [name for name in entries if name not in FIT_OUTPUTS]
     if foreign or (entries and "biclusters.json" not in entries):
         shown = ", ".join((foreign or entries)[:5]) + (", ..." if len(foreign or entries) > 5 else "")
@@ -906,6 +917,12 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):
     print(f"{PROG}: warning: {message}", file=sys.stderr)
 
 
+def _kept_note(interruption):
+    """What an interruption that arrived while finished results were being kept elsewhere must still say."""
+    kept = kept_elsewhere(interruption)
+    return "" if kept is None else f" after the fit: {_one_line(kept)}"
+
+
 def _one_line(exc):
     return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip()) or type(exc).__name__
 
@@ -991,7 +1008,7 @@ def main(argv=None):
                 raise
             raise interruption from None
     except _Terminated as exc:
-        print(f"{PROG}: terminated by signal {exc.signum}", file=sys.stderr)
+        print(f"{PROG}: terminated by signal {exc.signum}{_kept_note(exc)}", file=sys.stderr)
         return 128 + exc.signum
     except BrokenPipeError as exc:
         if _stdout_is_closed_pipe():
@@ -1004,6 +1021,6 @@ def main(argv=None):
     except MemoryError as exc:
         print(f"{PROG}: error: out of memory ({_one_line(exc)})", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"{PROG}: interrupted{_kept_note(exc)}", file=sys.stderr)
         return 130

@@ -190,7 +190,9 @@ def _negative_binomial_nonzero_probability(mean, dispersion):
     return -np.expm1(-dispersion * np.log1p(mean / dispersion))
 
 
-INVERSE_CDF_LIMIT = 1e5
+# truncated mean above which a zero-truncated NB value is drawn by rejection rather than by walking its CDF (one
+# step per unit of the value); the draws of dispersions >= 0.5 stay below it, and so keep their values
+INVERSE_CDF_LIMIT = 1e3
 # largest gamma scale (mean / dispersion) make_marques_like accepts: its draws stay far below int64's range
 MAX_GAMMA_SCALE = 1e15
 

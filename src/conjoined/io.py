@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import gzip
 import json
 import numbers
@@ -491,7 +492,8 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
     temporary directory (and any parent created for it) is removed and the exception propagates; an existing
     ``path`` is left untouched. If ``path`` may no longer be replaced once the block is done (it appeared
     without ``force``, or ``replaceable`` now raises), the finished results are moved to a free sibling name
-    instead (``<name>.new``, ``<name>.new-2``, ...), and a FileExistsError says why and where.
+    instead (``<name>.new``, ``<name>.new-2``, ...), and a :class:`ResultsKeptElsewhere` (a FileExistsError)
+    says why and where.
     """
     _check_replaceable_dir(path, keep)
     path = Path(path)
@@ -528,9 +530,10 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
                     previous.unlink()
             else:
                 os.replace(staging, path)
-    except BaseException:
+    except BaseException as exc:
         with _signals_deferred():
-            shutil.rmtree(staging, ignore_errors=True)
+            if kept_elsewhere(exc) is None:
+                shutil.rmtree(staging, ignore_errors=True)
             for directory in created_parents:  # deepest first; stops at one that is no longer empty
                 try:
                     directory.rmdir()
@@ -539,23 +542,50 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
         raise
 
 
+class ResultsKeptElsewhere(FileExistsError):
+    """The finished results could not replace the output directory; they are in ``kept``."""
+
+    def __init__(self, message, kept):
+        super().__init__(message)
+        self.kept = kept
+
+
+def kept_elsewhere(exc):
+    """The :class:`ResultsKeptElsewhere` that ``exc`` is, or that it interrupted (a signal held during the swap
+    is raised after it), else None."""
+    while exc is not None and not isinstance(exc, ResultsKeptElsewhere):
+        exc = exc.__context__
+    return exc
+
+
 def _check_still_replaceable(staging, path, force, replaceable):
     """Before the swap: unless ``path`` may still be replaced, move the finished ``staging`` to a free sibling of
-    ``path`` and raise FileExistsError saying why and where, so that neither the user's files nor the results
-    are lost."""
+    ``path`` and raise :class:`ResultsKeptElsewhere` saying why and where, so that neither the user's files nor
+    the results are lost."""
     try:
         if not force:
             raise FileExistsError(f"{path} was created while the results were computed")
         if replaceable is not None:
             replaceable(path)
     except Exception as exc:
-        kept = path.with_name(f"{path.name}.new")
-        n = 1
-        while kept.exists() or kept.is_symlink():
-            n += 1
-            kept = path.with_name(f"{path.name}.new-{n}")
-        os.replace(staging, kept)
-        raise FileExistsError(f"{exc}; {path} is left as it is, and the results are in {kept}") from exc
+        kept = _keep_results(staging, path)
+        raise ResultsKeptElsewhere(f"{exc}; {path} is left as it is, and the results are in {kept}", kept) from exc
+
+
+def _keep_results(staging, path):
+    """Move ``staging`` to the first free name of ``<path>.new``, ``<path>.new-2``, ... and return it; a name
+    taken meanwhile (another run's) is passed over. ``staging`` itself if it cannot be moved."""
+    for n in range(1, 1000):
+        kept = path.with_name(f"{path.name}.new" if n == 1 else f"{path.name}.new-{n}")
+        if kept.exists() or kept.is_symlink():
+            continue
+        try:
+            os.replace(staging, kept)
+            return kept
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                break
+    return staging
 
 
 @contextlib.contextmanager

@@ -251,6 +251,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         if self.client is not None and self.address is not None:
             raise ValueError("give either client or address, not both")
         data, prior = self._validate_data_and_prior(X)
+        record_features(self, X, reset=True)  # before the work: names that cannot be used fail first
         n = data.shape[0]
         if settings.init_clusters > n:
             raise ValueError(f"init_clusters={settings.init_clusters} is larger than the number of points ({n})")
@@ -274,7 +275,6 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         else:
             backend = LocalBackend(data, stream_seeds, n_threads)
         self._run(backend, prior, settings, rng, n_threads, checkpointer)
-        record_features(self, X, reset=True)
         return self
 
     def _run(self, backend, prior, settings, rng, n_threads, checkpointer):
