@@ -14,7 +14,8 @@ __all__ = ["interruption_behind", "unwrapping_interruptions"]
 
 
 def interruption_behind(exc, kinds=(KeyboardInterrupt,)):
-    """The exception of one of the ``kinds`` behind ``exc`` (itself, its cause or context, and so on), or None.
+    """The exception of one of the ``kinds`` behind ``exc`` (itself, its cause or context, and so on), or None;
+    ``kinds`` may be any exception types (``io.kept_elsewhere`` looks for the results an interruption hid).
     (Not any BaseException: a timed-out connection holds asyncio's CancelledError in its context.)"""
     seen = set()
     while exc is not None and id(exc) not in seen:

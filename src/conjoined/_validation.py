@@ -117,8 +117,9 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
 def record_features(estimator, X, *, reset):
     """Set (``reset``) or check ``n_features_in_`` and ``feature_names_in_`` from the input as the user gave it.
 
-    ``X`` is the caller's object before conversion, so a pandas DataFrame's column names are seen; it has already
-    passed :func:`check_matrix`. Checking warns, as scikit-learn does, when names differ from those seen in fit.
+    ``X`` is the caller's object before conversion, so a pandas DataFrame's column names are seen; the values are
+    left to :func:`check_matrix`. As in scikit-learn, names that differ from those seen in fit are a ValueError,
+    names given on one side only a warning.
     """
     validate_data(estimator, X, reset=reset, skip_check_array=True)
 

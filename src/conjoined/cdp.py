@@ -457,8 +457,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         self._check_params()
         checked = check_matrix(X, name="X", min_rows=2, min_cols=2, counts=True)
         record_features(self, X, reset=True)  # before the work: names that cannot be used fail first
-        X = checked
-        X = X if sp.issparse(X) else sp.csr_matrix(X)
+        X = checked if sp.issparse(checked) else sp.csr_matrix(checked)
         if X.nnz == 0:
             raise ValueError("X is all zeros: there is nothing to bicluster")
         row_totals, col_totals = line_totals(X)

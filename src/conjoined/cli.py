@@ -403,9 +403,7 @@ def _fresh_seed():
 def _in_flags(message, flags):
     """``message`` with the estimator's parameter name that begins it (its subject) replaced by the option that
     sets it."""
-    for parameter, flag in flags.items():
-        message = re.sub(rf"^{parameter}\b", flag, message)  # the subject only: "mode" is also a word
-    return message
+    return re.sub(r"^\w+", lambda subject: flags.get(subject[0], subject[0]), message)
 
 
 def _estimator_from_args(args):

@@ -29,6 +29,8 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
+from ._interrupt import interruption_behind
+
 __all__ = [
     "LabeledMatrix",
     "atomic_output_dir",
@@ -553,9 +555,7 @@ class ResultsKeptElsewhere(FileExistsError):
 def kept_elsewhere(exc):
     """The :class:`ResultsKeptElsewhere` that ``exc`` is, or that it interrupted (a signal held during the swap
     is raised after it), else None."""
-    while exc is not None and not isinstance(exc, ResultsKeptElsewhere):
-        exc = exc.__context__
-    return exc
+    return interruption_behind(exc, (ResultsKeptElsewhere,))
 
 
 def _check_still_replaceable(staging, path, force, replaceable):
