@@ -336,6 +336,8 @@ def test_normalised_h5ad_without_layer_says_so(planted, tmp_path, capsys):
     (["--n-iter", "0"], "conjoined: error: --n-iter must be an integer >= 1, got 0\n"),
     (["--min-size", "0"], "conjoined: error: --min-size must be an integer >= 1, got 0\n"),
     (["--seed", "-3"], "conjoined: error: --seed must be >= 0, got -3\n"),
+    (["--n-jobs", "0"], ("conjoined: error: --n-jobs must be a non-zero integer (-1: every core, -2: all but one, "
+     "...), got 0\n")),
     (["--mode", "paper", "--n-rounds", "3"], ("conjoined: error: --mode paper runs the published pipeline "
      "(no conjoined rounds): --n-rounds would have no effect; leave it out\n")),
     (["--mode", "paper", "--n-rounds", "1", "--dispersion", "none"], ("--n-rounds, --dispersion would have no "

@@ -402,8 +402,9 @@ def _fresh_seed():
 
 def _in_flags(message, flags):
     """``message`` with the estimator's parameter name that begins it (its subject) replaced by the option that
-    sets it."""
-    return re.sub(r"^\w+", lambda subject: flags.get(subject[0], subject[0]), message)
+    sets it; "None or" goes from what the option must be (None is the option left out, not a value to type)."""
+    flagged = re.sub(r"^\w+", lambda subject: flags.get(subject[0], subject[0]), message)
+    return flagged if flagged == message else flagged.replace(" must be None or ", " must be ", 1)
 
 
 def _estimator_from_args(args):
