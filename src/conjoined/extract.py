@@ -1132,6 +1132,18 @@ def _merged(values, a, b):
     return out
 
 
+def _merged_partition(observed, n, members, axis, a, b, z_min, min_size, initial_density, dispersion):
+    """``(observed, n, members, scored)`` of the partition with clusters a < b of the rows (``axis`` 0) or the
+    columns (1) merged; arguments as for :func:`_first_merge`."""
+    merged_observed = np.moveaxis(_merged(np.moveaxis(observed, axis, 0), a, b), 0, axis)
+    merged_n, merged_members = list(n), list(members)
+    merged_n[axis] = _merged(n[axis], a, b)
+    merged_members[axis] = _merged(members[axis], a, b)
+    scored = _classification_score(merged_observed, *merged_n, z_min, min_size, initial_density, merged_members,
+                                   dispersion)
+    return merged_observed, merged_n, merged_members, scored
+
+
 def _first_merge(observed, n, members, scored, z_min, min_size, initial_density, dispersion):
     """The first merge of clusters a < b of the rows (axis 0) or the columns (axis 1), in the order of
     :func:`_merge_candidates`, that raises the exact classification score and leaves a heavy block:
@@ -1142,20 +1154,119 @@ def _first_merge(observed, n, members, scored, z_min, min_size, initial_density,
     if not heavy.any():
         return None
     for axis in (0, 1):
-        n_own, n_other = n[axis], n[1 - axis]
-        side_observed = np.moveaxis(observed, axis, 0)
-        for a, b, _ in zip(*_merge_candidates(side_observed, n_own, n_other, np.moveaxis(heavy, axis, 0),
-                                              background, pooling, z_level, min_size, members[axis],
-                                              dispersion)):
-            merged_observed = np.moveaxis(_merged(side_observed, a, b), 0, axis)
-            merged_n, merged_members = list(n), list(members)
-            merged_n[axis] = _merged(n_own, a, b)
-            merged_members[axis] = _merged(members[axis], a, b)
-            merged_scored = _classification_score(merged_observed, *merged_n, z_min, min_size, initial_density,
-                                                  merged_members, dispersion)
-            if merged_scored[0] > score and merged_scored[1].any():
-                return axis, a, b, merged_observed, merged_n, merged_members, merged_scored
+        for a, b, _ in zip(*_merge_candidates(np.moveaxis(observed, axis, 0), n[axis], n[1 - axis],
+                                              np.moveaxis(heavy, axis, 0), background, pooling, z_level,
+                                              min_size, members[axis], dispersion)):
+            merged = _merged_partition(observed, n, members, axis, a, b, z_min, min_size, initial_density,
+                                       dispersion)
+            if merged[3][0] > score and merged[3][1].any():
+                return axis, a, b, *merged
     return None
+
+
+class _ProfileSums(NamedTuple):
+    """One side's clusters summed for :func:`_profile_log_likelihood`, from their items' counts ``x_il`` over the
+    other side's L clusters (the features) and totals ``t_i``; items without counts left out. For feature f
+    taken first, feature f is read against the items' totals and every other feature l against ``t_i - x_if``
+    (their rest).
+
+    ``sums`` (K, L): sum x_il; ``squares`` (K, L, L): [k, f, l] sum x_il^2 / (t_i - x_if) over items with a
+    rest, and on the diagonal sum x_if^2 / t_i; ``exposure``, ``log_exposure``, ``counted`` (K, L): sum, sum of
+    logs and number of the items' rests ``t_i - x_if`` (> 0); ``total``, ``log_total``, ``items`` (K,): the
+    same of the totals.
+    """
+
+    sums: np.ndarray
+    squares: np.ndarray
+    exposure: np.ndarray
+    log_exposure: np.ndarray
+    counted: np.ndarray
+    total: np.ndarray
+    log_total: np.ndarray
+    items: np.ndarray
+
+
+def _profile_sums(aggregated, position, n_clusters):
+    """:class:`_ProfileSums` of items with counts ``aggregated`` (n, L) in clusters ``position`` (n,)."""
+    totals = aggregated.sum(axis=1)
+    on = totals > 0
+    aggregated, position, totals = aggregated[on], position[on], totals[on]
+    membership = sp.csr_matrix((np.ones(position.shape[0]), (position, np.arange(position.shape[0]))),
+                               shape=(n_clusters, position.shape[0]))
+    rest = totals[:, None] - aggregated
+    has_rest = rest > 0
+    inverse_rest = np.divide(1.0, rest, out=np.zeros_like(rest), where=has_rest)
+    squared = aggregated ** 2
+    squares = np.stack([membership @ (squared * inverse_rest[:, [f]]) for f in range(aggregated.shape[1])],
+                       axis=1)
+    diagonal = np.arange(aggregated.shape[1])
+    squares[:, diagonal, diagonal] = membership @ (squared / totals[:, None])
+    log_rest = np.log(np.where(has_rest, rest, 1.0))
+    return _ProfileSums(
+        membership @ aggregated, squares, membership @ rest, membership @ log_rest,
+        membership @ has_rest.astype(np.float64), membership @ totals, membership @ np.log(totals),
+        np.asarray(membership.sum(axis=1)).ravel(),
+    )
+
+
+def _profile_log_likelihood(sums):
+    """The items' extended quasi-likelihood (Poisson variance; each feature's dispersion at its Pearson estimate,
+    at least 1) of clusters with :class:`_ProfileSums` ``sums`` (leading axes ...), with each feature f read
+    first: ``sum_l -n_l / 2 (1 + log 2 pi phi_l) - (sum_i log e_il + n_l log p_l) / 2``, e_il the exposure
+    (the item's total for feature f, its rest for the others), p_l the share ``sum x_il / sum e_il``. Features
+    without counts add nothing. Returns (..., L): [..., f] with feature f first."""
+    is_first = np.eye(sums.sums.shape[-1], dtype=bool)
+
+    def by_first(first, rest):  # (..., L first, L feature)
+        return np.where(is_first, first[..., None, None], rest[..., :, None])
+
+    exposure = by_first(sums.total, sums.exposure)
+    counted = by_first(sums.items, sums.counted)
+    observed = sums.sums[..., None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = observed / exposure
+        dispersion = np.maximum((sums.squares / share - observed) / counted, 1.0)
+        terms = (-counted / 2 * (1 + np.log(2 * np.pi * dispersion))
+                 - (by_first(sums.log_total, sums.log_exposure) + counted * np.log(share)) / 2)
+    return np.where(observed > 0, terms, 0.0).sum(axis=-1)
+
+
+def _profile_merge(aggregated, position, members):
+    """The merge of one side's clusters that its items' profiles call one population by the widest margin:
+    ``(a, b)``, a < b, or None. ``aggregated`` (n, L): the labelled items' counts over the other side's
+    clusters, ``position`` (n,): their clusters, 0 .. K-1; ``members`` (K,): the clusters' member counts.
+
+    Two clusters are one population when merging them loses less of the items' likelihood
+    (:func:`_profile_log_likelihood`, at the feature read first that fits best: for each cluster and for the
+    pair) than the labels gain (``m log m`` of the merged cluster less its parts') plus the parameters saved
+    (two per feature, less one, at ``log(m) / 2`` each, m the pair's items: BIC). Each feature's dispersion is
+    fitted within each cluster and within the pair, so a mixture's cut of one population along its noise (a
+    cell type cut in two along the noise of its deep genes) loses about what its labels gain: with each half
+    fitted perfectly, exactly that. Reading one feature first, and the others against the items' rest, lets a
+    population whose items vary mostly in one feature's share be fitted as such: in a composition that
+    variation moves every other feature's share too, and the cut would be counted again in each. Two clusters
+    of which only one has counts in a feature are not one population."""
+    n_clusters = members.shape[0]
+    a, b = np.triu_indices(n_clusters, k=1)
+    if a.size == 0:
+        return None
+    sums = _profile_sums(aggregated, position, n_clusters)
+    own = _profile_log_likelihood(sums).max(axis=-1)
+    n_features = sums.sums.shape[1]
+    margin = np.empty(a.shape[0])
+    chunk = max(1, MERGE_CHUNK_VALUES // n_features ** 2)
+    for lo in range(0, a.shape[0], chunk):  # (pairs, L, L) temporaries, a bounded number of values at a time
+        first, second = a[lo:lo + chunk], b[lo:lo + chunk]
+        pair = _ProfileSums(*(value[first] + value[second] for value in sums))
+        loss = own[first] + own[second] - _profile_log_likelihood(pair).max(axis=-1)
+        merged_members = members[first] + members[second]
+        labels_gain = (xlogy(merged_members, merged_members) - xlogy(members[first], members[first])
+                       - xlogy(members[second], members[second]))
+        saved = (2 * (pair.sums > 0).sum(axis=1) - 1) / 2 * np.log(pair.items)
+        one_sided = ((sums.sums[first] > 0) != (sums.sums[second] > 0)).any(axis=1)
+        margin[lo:lo + chunk] = np.where(one_sided, -np.inf, labels_gain + saved - loss)
+    best = int(np.argmax(margin))
+    return (int(a[best]), int(b[best])) if margin[best] > 0 else None
 
 
 def _cluster_sizes(X, labels, ids, axis, likelihood):
@@ -1199,10 +1310,12 @@ def _merge_dispersion(X, rows, columns, likelihoods):
 
 
 def _merge_clusters(X, rows, columns, z_min, min_size, likelihoods):
-    """Merge clusters, one pair at a time (:func:`_first_merge`, rows tried before columns), until no candidate
-    merge raises the partition's classification score and leaves a heavy block. ``likelihoods``: (rows',
-    columns') likelihood, which sets what a cluster's size is (:func:`_cluster_sizes`). Returns new label
-    arrays (labels -1 stay -1; a merged cluster takes the lower index), or None if nothing merged."""
+    """Merge clusters, one pair at a time, until no candidate merge raises the partition's classification score
+    (:func:`_first_merge`, rows tried before columns) and no pair of clusters of a side read by profile is one
+    population by their items' profiles (:func:`_first_profile_merge`), among the merges that leave a heavy
+    block. ``likelihoods``: (rows', columns') likelihood, which sets what a cluster's size is
+    (:func:`_cluster_sizes`) and which sides are read by profile (the multinomial likelihood). Returns new
+    label arrays (labels -1 stay -1; a merged cluster takes the lower index), or None if nothing merged."""
     labels = [rows.copy(), columns.copy()]
     ids = [np.unique(side[side >= 0]) for side in labels]
     sets = [_indicator(side, int(side.max()) + 1)[side_ids] for side, side_ids in zip(labels, ids)]
@@ -1214,13 +1327,43 @@ def _merge_clusters(X, rows, columns, z_min, min_size, likelihoods):
     dispersion = _merge_dispersion(X, rows, columns, likelihoods)
     scored = _classification_score(observed, *n, z_min, min_size, initial_density, members, dispersion)
     merged_any = False
-    while (merge := _first_merge(observed, n, members, scored, z_min, min_size, initial_density,
-                                 dispersion)) is not None:
+    while True:
+        merge = _first_merge(observed, n, members, scored, z_min, min_size, initial_density, dispersion)
+        if merge is None:
+            merge = _first_profile_merge(X, labels, ids, members, likelihoods, observed, n, scored, z_min,
+                                         min_size, initial_density, dispersion)
+        if merge is None:
+            break
         axis, a, b, observed, n, members, scored = merge
         labels[axis][labels[axis] == ids[axis][b]] = ids[axis][a]
         ids[axis] = np.delete(ids[axis], b)
         merged_any = True
     return (labels[0], labels[1]) if merged_any else None
+
+
+def _first_profile_merge(X, labels, ids, members, likelihoods, observed, n, scored, z_min, min_size,
+                         initial_density, dispersion):
+    """:func:`_profile_merge` on each side read by profile, rows first, when it leaves a heavy block: as
+    :func:`_first_merge` returns, or None."""
+    for axis, likelihood in enumerate(likelihoods):
+        if likelihood != "multinomial" or not scored[1].any():
+            continue
+        own, other = labels[axis], labels[1 - axis]
+        kept = other >= 0
+        indicator = sp.csr_matrix(
+            (np.ones(int(kept.sum())), (np.flatnonzero(kept), np.searchsorted(ids[1 - axis], other[kept]))),
+            shape=(other.shape[0], ids[1 - axis].shape[0]),
+        )
+        side = sp.csr_matrix(X if axis == 0 else X.T)[own >= 0]
+        aggregated = (side @ indicator).toarray().astype(np.float64)
+        pair = _profile_merge(aggregated, np.searchsorted(ids[axis], own[own >= 0]), members[axis])
+        if pair is None:
+            continue
+        merged = _merged_partition(observed, n, members, axis, *pair, z_min, min_size, initial_density,
+                                   dispersion)
+        if merged[3][1].any():
+            return axis, *pair, *merged
+    return None
 
 
 def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
@@ -1313,7 +1456,12 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        checked exactly; at least one heavy block must remain. When a side is read by profile (real counts),
        the counts' term is a quasi-likelihood, divided by the items' over-dispersion within their clusters
        (:func:`_merge_dispersion`; one number for the merges of both sides): against Poisson noise, clusters
-       of one pattern whose blocks differ by the noise of over-dispersed counts never merged.
+       of one pattern whose blocks differ by the noise of over-dispersed counts never merged. When no such
+       merge is left, two clusters of a side read by profile also merge when their items' profiles are one
+       population's (:func:`_profile_merge`: each cluster's items' spread fitted in the cluster, against the
+       labels' gain and the parameters saved), and the merges by score resume: a mixture can cut a cell type
+       in two along the noise of a few deep genes, and the halves' blocks then differ far beyond the noise
+       within all clusters, but their cells remain one population.
     3. If anything merged, step 1 again from the merged partition.
 
     Labels -1 (items set aside) stay -1; cluster indices are kept (a merged cluster takes the lower of the two),
