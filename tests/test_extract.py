@@ -993,8 +993,9 @@ def test_profile_merge_joins_a_cut_of_one_population_not_two_populations():
     one_sided = one.copy()
     one_sided[halves == 1, 2] = 0
     assert _profile_merge(one_sided, halves, members) is None
-    # with one cluster: nothing to merge
+    # with one cluster: nothing to merge; two clusters without counts are not one population
     assert _profile_merge(one, np.zeros(400, dtype=int), np.array([400.0])) is None
+    assert _profile_merge(np.zeros((4, 3)), np.array([0, 0, 1, 1]), np.array([2.0, 2.0])) is None
 
 
 def test_cluster_sizes_are_members_or_exposures():

@@ -1245,26 +1245,30 @@ def _profile_merge(aggregated, position, members):
     fitted perfectly, exactly that. Reading one feature first, and the others against the items' rest, lets a
     population whose items vary mostly in one feature's share be fitted as such: in a composition that
     variation moves every other feature's share too, and the cut would be counted again in each. Two clusters
-    of which only one has counts in a feature are not one population."""
+    of which only one has counts in a feature are not one population, nor are two without counts."""
     n_clusters = members.shape[0]
     a, b = np.triu_indices(n_clusters, k=1)
     if a.size == 0:
         return None
     sums = _profile_sums(aggregated, position, n_clusters)
-    own = _profile_log_likelihood(sums).max(axis=-1)
-    n_features = sums.sums.shape[1]
+    chunk = max(1, MERGE_CHUNK_VALUES // sums.sums.shape[1] ** 2)  # (chunk, L, L) temporaries at a time
+
+    def best_fit(index):
+        return _profile_log_likelihood(_ProfileSums(*(value[index] for value in sums))).max(axis=-1)
+
+    own = np.concatenate([best_fit(slice(lo, lo + chunk)) for lo in range(0, n_clusters, chunk)])
     margin = np.empty(a.shape[0])
-    chunk = max(1, MERGE_CHUNK_VALUES // n_features ** 2)
-    for lo in range(0, a.shape[0], chunk):  # (pairs, L, L) temporaries, a bounded number of values at a time
+    for lo in range(0, a.shape[0], chunk):
         first, second = a[lo:lo + chunk], b[lo:lo + chunk]
         pair = _ProfileSums(*(value[first] + value[second] for value in sums))
         loss = own[first] + own[second] - _profile_log_likelihood(pair).max(axis=-1)
         merged_members = members[first] + members[second]
         labels_gain = (xlogy(merged_members, merged_members) - xlogy(members[first], members[first])
                        - xlogy(members[second], members[second]))
-        saved = (2 * (pair.sums > 0).sum(axis=1) - 1) / 2 * np.log(pair.items)
+        with np.errstate(divide="ignore"):
+            saved = (2 * (pair.sums > 0).sum(axis=1) - 1) / 2 * np.log(pair.items)
         one_sided = ((sums.sums[first] > 0) != (sums.sums[second] > 0)).any(axis=1)
-        margin[lo:lo + chunk] = np.where(one_sided, -np.inf, labels_gain + saved - loss)
+        margin[lo:lo + chunk] = np.where(one_sided | (pair.items == 0), -np.inf, labels_gain + saved - loss)
     best = int(np.argmax(margin))
     return (int(a[best]), int(b[best])) if margin[best] > 0 else None
 
@@ -1349,13 +1353,8 @@ def _first_profile_merge(X, labels, ids, members, likelihoods, observed, n, scor
         if likelihood != "multinomial" or not scored[1].any():
             continue
         own, other = labels[axis], labels[1 - axis]
-        kept = other >= 0
-        indicator = sp.csr_matrix(
-            (np.ones(int(kept.sum())), (np.flatnonzero(kept), np.searchsorted(ids[1 - axis], other[kept]))),
-            shape=(other.shape[0], ids[1 - axis].shape[0]),
-        )
-        side = sp.csr_matrix(X if axis == 0 else X.T)[own >= 0]
-        aggregated = (side @ indicator).toarray().astype(np.float64)
+        features = _indicator(other, int(other.max()) + 1)[ids[1 - axis]].T.astype(np.float64)
+        aggregated = np.asarray(sp.csr_matrix(X if axis == 0 else X.T)[own >= 0] @ features)
         pair = _profile_merge(aggregated, np.searchsorted(ids[axis], own[own >= 0]), members[axis])
         if pair is None:
             continue
