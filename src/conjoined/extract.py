@@ -1188,6 +1188,7 @@ class _ProfileSums(NamedTuple):
 
 def _profile_sums(aggregated, position, n_clusters):
     """:class:`_ProfileSums` of items with counts ``aggregated`` (n, L) in clusters ``position`` (n,)."""
+    aggregated = np.asarray(aggregated, dtype=np.float64)
     totals = aggregated.sum(axis=1)
     on = totals > 0
     aggregated, position, totals = aggregated[on], position[on], totals[on]
@@ -1210,11 +1211,13 @@ def _profile_sums(aggregated, position, n_clusters):
 
 
 def _profile_log_likelihood(sums):
-    """The items' extended quasi-likelihood (Poisson variance; each feature's dispersion at its Pearson estimate,
-    at least 1) of clusters with :class:`_ProfileSums` ``sums`` (leading axes ...), with each feature f read
-    first: ``sum_l -n_l / 2 (1 + log 2 pi phi_l) - (sum_i log e_il + n_l log p_l) / 2``, e_il the exposure
-    (the item's total for feature f, its rest for the others), p_l the share ``sum x_il / sum e_il``. Features
-    without counts add nothing. Returns (..., L): [..., f] with feature f first."""
+    """The items' Gaussian pseudo-likelihood (variance ``phi mu``, Poisson's times a dispersion) of clusters with
+    :class:`_ProfileSums` ``sums`` (leading axes ...), with each feature f read first: ``sum_l -(n_l log 2 pi
+    phi_l + P_l / phi_l + sum_i log mu_il) / 2``, mu_il = e_il p_l, e_il the exposure (the item's total for
+    feature f, its rest for the others), p_l the share ``sum x_il / sum e_il``, P_l Pearson's statistic
+    ``sum (x_il - mu_il)^2 / mu_il`` and phi_l its maximum-likelihood dispersion ``P_l / n_l``, at least 1
+    (multinomial noise is the least there is). Features without counts add nothing. Returns (..., L): [..., f]
+    with feature f first."""
     is_first = np.eye(sums.sums.shape[-1], dtype=bool)
 
     def by_first(first, rest):  # (..., L first, L feature)
@@ -1225,9 +1228,10 @@ def _profile_log_likelihood(sums):
     observed = sums.sums[..., None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         share = observed / exposure
-        dispersion = np.maximum((sums.squares / share - observed) / counted, 1.0)
-        terms = (-counted / 2 * (1 + np.log(2 * np.pi * dispersion))
-                 - (by_first(sums.log_total, sums.log_exposure) + counted * np.log(share)) / 2)
+        pearson = sums.squares / share - observed
+        dispersion = np.maximum(pearson / counted, 1.0)
+        terms = -(counted * np.log(2 * np.pi * dispersion) + pearson / dispersion
+                  + by_first(sums.log_total, sums.log_exposure) + counted * np.log(share)) / 2
     return np.where(observed > 0, terms, 0.0).sum(axis=-1)
 
 
@@ -1269,7 +1273,7 @@ def _profile_merge(aggregated, position, members):
             saved = (2 * (pair.sums > 0).sum(axis=1) - 1) / 2 * np.log(pair.items)
         one_sided = ((sums.sums[first] > 0) != (sums.sums[second] > 0)).any(axis=1)
         margin[lo:lo + chunk] = np.where(one_sided | (pair.items == 0), -np.inf, labels_gain + saved - loss)
-    best = int(np.argmax(margin))
+    best = int(np.argmax(np.nan_to_num(margin, nan=-np.inf)))
     return (int(a[best]), int(b[best])) if margin[best] > 0 else None
 
 
