@@ -254,6 +254,16 @@ def _indicator(labels, n_clusters):
     return np.arange(n_clusters)[:, None] == np.asarray(labels)[None, :]
 
 
+def _counts_over_clusters(matrix, labels, n_clusters):
+    """(n, n_clusters) float: each row of ``matrix`` (n, m), dense or sparse, summed over the columns of each
+    cluster of ``labels`` (m,) (labels -1 belong to nothing)."""
+    kept = labels >= 0
+    indicator = sp.csr_matrix((np.ones(int(kept.sum())), (np.flatnonzero(kept), labels[kept])),
+                              shape=(labels.shape[0], n_clusters))
+    counts = matrix @ indicator
+    return np.asarray(counts.todense() if sp.issparse(counts) else counts, dtype=np.float64)
+
+
 def _level_shape(totals, expected):
     """Shape ``s`` of Gamma(s, rate s) cluster levels behind ``totals`` ~ Poisson(level x ``expected``) (1-d
     arrays, entries with ``expected`` 0 ignored), the one maximising the totals' negative-binomial marginal
@@ -1306,7 +1316,7 @@ def _merge_dispersion(X, rows, columns, likelihoods):
     statistic = degrees = 0.0
     for side, labels, other in ((X, rows, columns), (X.T, columns, rows)):
         labelled = labels >= 0
-        aggregated = sp.csr_matrix(side @ _indicator(other, int(other.max()) + 1).T.astype(np.float64))[labelled]
+        aggregated = sp.csr_matrix(_counts_over_clusters(side, other, int(other.max()) + 1))[labelled]
         totals = np.asarray(aggregated.sum(axis=1)).ravel()
         z, _, _, sums, share = cluster_shares(aggregated, labels[labelled], totals)
         statistic += squared_residual_terms(aggregated, z, totals, share)[1].sum() - totals.sum()
@@ -1353,12 +1363,14 @@ def _first_profile_merge(X, labels, ids, members, likelihoods, observed, n, scor
                          initial_density, dispersion):
     """:func:`_profile_merge` on each side read by profile, rows first, when it leaves a heavy block: as
     :func:`_first_merge` returns, or None."""
+    if not scored[1].any():
+        return None
     for axis, likelihood in enumerate(likelihoods):
-        if likelihood != "multinomial" or not scored[1].any():
+        if likelihood != "multinomial":
             continue
         own, other = labels[axis], labels[1 - axis]
-        features = _indicator(other, int(other.max()) + 1)[ids[1 - axis]].T.astype(np.float64)
-        aggregated = np.asarray(sp.csr_matrix(X if axis == 0 else X.T)[own >= 0] @ features)
+        counts = _counts_over_clusters(X if axis == 0 else X.T, other, int(other.max()) + 1)
+        aggregated = counts[own >= 0][:, ids[1 - axis]]
         pair = _profile_merge(aggregated, np.searchsorted(ids[axis], own[own >= 0]), members[axis])
         if pair is None:
             continue
@@ -1385,11 +1397,7 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
                 other, matrix, own, heavy_side = rows, X.T, columns, heavy.T
             n_other_clusters = heavy_side.shape[1]
             keep = other >= 0
-            indicator = sp.csr_matrix(
-                (np.ones(keep.sum()), (np.flatnonzero(keep), other[keep])),
-                shape=(other.shape[0], n_other_clusters),
-            )
-            aggregated = np.asarray((matrix @ indicator).todense())
+            aggregated = _counts_over_clusters(matrix, other, n_other_clusters)
             if likelihood == "multinomial":
                 refined = _profile_em(aggregated, own, _block_profiles(X, rows, columns, z_min, min_size, axis))
             else:
