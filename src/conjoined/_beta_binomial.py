@@ -132,12 +132,13 @@ def beta_binomial_fits(x, n):
     return out
 
 
-def sequential_log_likelihood(counts, order):
-    """The generalized Dirichlet-multinomial log-likelihood of items' counts (m, L) with each feature's
-    beta-binomial fitted by maximum likelihood, the features read in ``order`` (a permutation of 0..L-1): each
-    against the items' totals less the features before it; the last follows. Without the multinomial
-    coefficients, which cancel wherever the same items are compared. Features without counts add 0."""
+def sequential_log_likelihoods(counts, order):
+    """The generalized Dirichlet-multinomial log-likelihood of items' counts (m, L) feature by feature: (L - 1,),
+    [j] the maximised beta-binomial log-likelihood of feature ``order[j]`` against the items' totals less the
+    features before it in ``order`` (a permutation of 0..L-1); the last feature follows. Without the
+    multinomial coefficients, which cancel wherever the same items are compared. Features without counts give
+    0."""
     counts = np.asarray(counts, dtype=np.float64)[:, order]
     before = np.cumsum(counts, axis=1) - counts
     trials = counts.sum(axis=1, keepdims=True) - before
-    return float(beta_binomial_fits(counts[:, :-1], trials[:, :-1]).sum())
+    return beta_binomial_fits(counts[:, :-1], trials[:, :-1])
