@@ -60,7 +60,7 @@ def _log_likelihood(x, n, a, b):
 
 @njit(cache=True, nogil=True)
 def _fit_one(x, n):
-    """Maximum-likelihood beta-binomial of counts x (m,) out of n (m,): its log-likelihood. Newton's method on
+    """Maximum-likelihood beta-binomial of counts x (m,) out of n (m,): its log-likelihood. Saddle-free Newton on
     (log a, log b) from the method of moments, halving steps that do not raise the likelihood."""
     sum_x, sum_n = x.sum(), n.sum()
     p = sum_x / sum_n
@@ -93,12 +93,23 @@ def _fit_one(x, n):
         # in (u, v) = (log a, log b)
         g_u, g_v = a * grad_a, b * grad_b
         h_uu, h_vv, h_uv = a * a * hess_aa + g_u, b * b * hess_bb + g_v, a * b * hess_ab
-        det = h_uu * h_vv - h_uv * h_uv
-        newton = h_uu < 0 and det > 0
-        if newton:
-            d_u, d_v = -(h_vv * g_u - h_uv * g_v) / det, -(h_uu * g_v - h_uv * g_u) / det
-        else:  # not concave here: a gradient step
-            d_u, d_v = g_u / (abs(h_uu) + 1.0), g_v / (abs(h_vv) + 1.0)
+        # Newton's step on the Hessian with its eigenvalues made negative (saddle-free Newton): Newton's step
+        # where the likelihood is concave; elsewhere still an ascent, scaled by the curvature in each direction
+        middle, radius = (h_uu + h_vv) / 2, math.sqrt(((h_uu - h_vv) / 2) ** 2 + h_uv * h_uv)
+        high, low = middle + radius, middle - radius
+        concave = high < 0
+        if h_uv != 0.0:
+            e_u, e_v = h_uv, high - h_uu
+            norm = math.sqrt(e_u * e_u + e_v * e_v)
+            e_u, e_v = e_u / norm, e_v / norm
+        elif h_uu >= h_vv:
+            e_u, e_v = 1.0, 0.0
+        else:
+            e_u, e_v = 0.0, 1.0
+        floor = 1e-12 * (abs(high) + abs(low)) + 1e-300
+        along_high = (e_u * g_u + e_v * g_v) / max(abs(high), floor)
+        along_low = (-e_v * g_u + e_u * g_v) / max(abs(low), floor)
+        d_u, d_v = e_u * along_high - e_v * along_low, e_v * along_high + e_u * along_low
         step = 1.0
         moved = False
         for _ in range(HALVINGS):
@@ -114,7 +125,7 @@ def _fit_one(x, n):
         change = abs(new_u - u) + abs(new_v - v)
         gained = value - best
         u, v, best = new_u, new_v, value
-        if change < 1e-8 or (newton and gained < 1e-10 * (1.0 + abs(best))):
+        if change < 1e-8 or (concave and gained < 1e-10 * (1.0 + abs(best))):
             break
     return best
 

@@ -1336,7 +1336,9 @@ def _sequential_merge_margin(first, second, first_members, second_members):
     counted again in each (it would hide two populations' difference in another feature as over-dispersion)."""
     first, second = first[first.sum(axis=1) > 0], second[second.sum(axis=1) > 0]
     both = np.vstack([first, second])
-    order = np.argsort(-(both / both.sum(axis=1, keepdims=True)).var(axis=0), kind="stable")
+    totals = both.sum(axis=1, keepdims=True)
+    spread = ((both - totals * (both.sum(axis=0) / totals.sum())) ** 2 / totals).sum(axis=0)
+    order = np.argsort(-spread, kind="stable")
     loss = (sequential_log_likelihoods(first, order) + sequential_log_likelihoods(second, order)
             - sequential_log_likelihoods(both, order))
     return _labels_gain(first_members, second_members) - np.maximum(loss - np.log(both.shape[0]), 0.0).sum()
