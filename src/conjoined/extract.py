@@ -139,6 +139,7 @@ REFINE_LIKELIHOODS = ("poisson", "multinomial")
 # Pairs of a side's clusters, the closest by the merges' Gaussian screen, judged by their items' counts at each
 # merge by profile.
 PROFILE_MERGE_CANDIDATES = 3
+MERGE_PASSES = 5
 # Rounds of the search for the heavy blocks and their background.
 FIXED_POINT_ROUNDS = 50
 
@@ -1561,10 +1562,12 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
         if likelihood not in REFINE_LIKELIHOODS:
             raise ValueError(f"{name} must be one of {REFINE_LIKELIHOODS}, got {likelihood!r}")
     rows, columns = _refined(X, row_labels, column_labels, z_min, min_size, n_rounds, likelihoods)
-    merged = _merge_clusters(X, rows, columns, z_min, min_size, likelihoods)
-    if merged is None:
-        return rows, columns
-    return _refined(X, *merged, z_min, min_size, n_rounds, likelihoods)
+    for _ in range(MERGE_PASSES):
+        merged = _merge_clusters(X, rows, columns, z_min, min_size, likelihoods)
+        if merged is None:
+            break
+        rows, columns = _refined(X, *merged, z_min, min_size, n_rounds, likelihoods)
+    return rows, columns
 
 
 def _ties_at_maximum(phi):
