@@ -139,6 +139,7 @@ REFINE_LIKELIHOODS = ("poisson", "multinomial")
 # Pairs of a side's clusters, the closest by the merges' Gaussian screen, judged by their items' counts at each
 # merge by profile.
 PROFILE_MERGE_CANDIDATES = 3
+# Most alternations of the refinement's merges and EM rounds.
 MERGE_PASSES = 5
 # Rounds of the search for the heavy blocks and their background.
 FIXED_POINT_ROUNDS = 50
@@ -1532,7 +1533,9 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        gain and the parameters saved), and the merges by score resume: a mixture can cut a cell type
        in two along the noise of a few deep genes, and the halves' blocks then differ far beyond the noise
        within all clusters, but their cells remain one population.
-    3. If anything merged, step 1 again from the merged partition.
+    3. If anything merged, step 1 again from the merged partition, and step 2 again after it, up to
+       ``MERGE_PASSES`` times, until nothing merges: the EM rounds after the merges can move items so that a pair
+       the merges left now gains.
 
     Labels -1 (items set aside) stay -1; cluster indices are kept (a merged cluster takes the lower of the two),
     so a cluster may end up empty.
