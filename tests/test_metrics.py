@@ -111,8 +111,16 @@ def test_symmetric_and_order_free():
         assert jaccard_score(permuted, truth) == pytest.approx(jaccard_score(found, truth))
 
 
-def test_consensus_score_is_sklearns():
-    assert consensus_score is sklearn_consensus_score
+def test_consensus_score_is_sklearns_and_zero_for_an_empty_set():
+    rng = np.random.default_rng(2)
+    found = (rng.random((3, 9)) < 0.5, rng.random((3, 7)) < 0.5)
+    truth = (rng.random((2, 9)) < 0.5, rng.random((2, 7)) < 0.5)
+    assert consensus_score(found, truth) == sklearn_consensus_score(found, truth)
+    assert consensus_score(found, found) == 1.0
+    empty = (np.zeros((0, 9), bool), np.zeros((0, 7), bool))
+    assert consensus_score(empty, truth) == 0.0 and consensus_score(truth, empty) == 0.0
+    with pytest.raises(ValueError, match="different numbers of columns"):
+        consensus_score(found, (truth[0], np.ones((2, 8), bool)))
 
 
 def test_bad_input():

@@ -7,7 +7,7 @@ A set of biclusters is given as a ``(rows, columns)`` pair of bool arrays of sha
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics import consensus_score
+from sklearn.metrics import consensus_score as _sklearn_consensus_score
 
 __all__ = ["consensus_score", "jaccard_score", "recovery_score", "relevance_score"]
 
@@ -108,6 +108,25 @@ def jaccard_score(found, truth):
         return 0.0
     similarity = _cell_jaccard(found, truth)
     return min(_mean_best_match(similarity), _mean_best_match(similarity.T))
+
+
+def consensus_score(a, b, *, similarity="jaccard"):
+    """Hochreiter et al.'s consensus score of two sets of biclusters, as sklearn computes it; 0.0 if either set
+    is empty.
+
+    The biclusters of ``a`` and ``b`` are matched one to one (Hungarian algorithm) by ``similarity`` ("jaccard",
+    or a function of two biclusters' rows and columns), and the matched similarities summed and divided by the
+    larger set's size (:func:`sklearn.metrics.consensus_score`). The sets are checked as for
+    :func:`jaccard_score`; sklearn refuses an empty set, which a fit that finds no bicluster gives.
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    a, b = _check_pair(a, b)
+    if not (len(a[0]) and len(b[0])):
+        return 0.0
+    return float(_sklearn_consensus_score(a, b, similarity=similarity))
 
 
 def relevance_score(found, truth):
