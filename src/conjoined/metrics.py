@@ -6,6 +6,8 @@ A set of biclusters is given as a ``(rows, columns)`` pair of bool arrays of sha
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from sklearn.metrics import consensus_score as _sklearn_consensus_score
 
@@ -62,6 +64,20 @@ def _check_pair(found, truth):
     return found, truth
 
 
+def _zero_for_an_empty_set(score):
+    """``score(found, truth, **options)`` on the two sets checked by :func:`_check_pair`; 0.0 without calling it
+    when either set is empty."""
+
+    @functools.wraps(score)
+    def checked(found, truth, **options):
+        found, truth = _check_pair(found, truth)
+        if not (len(found[0]) and len(truth[0])):
+            return 0.0
+        return score(found, truth, **options)
+
+    return checked
+
+
 def _jaccard_from_sizes(intersection, size_a, size_b):
     """|a ∩ b| / |a ∪ b| from the intersection sizes (n_a, n_b) and the set sizes; 0 where both sets are empty."""
     union = size_a[:, None] + size_b[None, :] - intersection
@@ -88,6 +104,7 @@ def _mean_best_match(similarity):
     return float(similarity.max(axis=1).mean())
 
 
+@_zero_for_an_empty_set
 def jaccard_score(found, truth):
     """The paper's score: symmetric mean best-match Jaccard index between biclusters as sets of cells.
 
@@ -103,18 +120,16 @@ def jaccard_score(found, truth):
     -------
     float in [0, 1]
     """
-    found, truth = _check_pair(found, truth)
-    if not (len(found[0]) and len(truth[0])):
-        return 0.0
     similarity = _cell_jaccard(found, truth)
     return min(_mean_best_match(similarity), _mean_best_match(similarity.T))
 
 
-def consensus_score(a, b, *, similarity="jaccard"):
+@_zero_for_an_empty_set
+def consensus_score(found, truth, *, similarity="jaccard"):
     """Hochreiter et al.'s consensus score of two sets of biclusters, as sklearn computes it; 0.0 if either set
     is empty.
 
-    The biclusters of ``a`` and ``b`` are matched one to one (Hungarian algorithm) by ``similarity`` ("jaccard",
+    The biclusters of ``found`` and ``truth`` are matched one to one (Hungarian algorithm) by ``similarity`` ("jaccard",
     or a function of two biclusters' rows and columns), and the matched similarities summed and divided by the
     larger set's size (:func:`sklearn.metrics.consensus_score`). The sets are checked as for
     :func:`jaccard_score`; sklearn refuses an empty set, which a fit that finds no bicluster gives.
@@ -123,12 +138,10 @@ def consensus_score(a, b, *, similarity="jaccard"):
     -------
     float in [0, 1]
     """
-    a, b = _check_pair(a, b)
-    if not (len(a[0]) and len(b[0])):
-        return 0.0
-    return float(_sklearn_consensus_score(a, b, similarity=similarity))
+    return float(_sklearn_consensus_score(found, truth, similarity=similarity))
 
 
+@_zero_for_an_empty_set
 def relevance_score(found, truth):
     """Average bicluster relevance of Prelic et al. (2006): ``S_G(found, truth)``.
 
@@ -136,12 +149,10 @@ def relevance_score(found, truth):
     averaged over the found biclusters (the paper's gene-dimension match score: columns are not compared). High
     when every found bicluster resembles some true one. 0.0 if either set is empty.
     """
-    found, truth = _check_pair(found, truth)
-    if not (len(found[0]) and len(truth[0])):
-        return 0.0
     return _mean_best_match(_row_jaccard(found, truth))
 
 
+@_zero_for_an_empty_set
 def recovery_score(found, truth):
     """Average module recovery of Prelic et al. (2006): ``S_G(truth, found)``.
 
@@ -149,7 +160,4 @@ def recovery_score(found, truth):
     averaged over the true biclusters (rows only, as in the paper). High when every true bicluster is found. 0.0 if
     either set is empty.
     """
-    found, truth = _check_pair(found, truth)
-    if not (len(found[0]) and len(truth[0])):
-        return 0.0
     return _mean_best_match(_row_jaccard(truth, found))
