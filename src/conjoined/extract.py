@@ -1119,7 +1119,6 @@ def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_mi
     for lo in range(0, a.shape[0], chunk):  # (pairs, L) temporaries, a bounded number of values at a time
         first, second = a[lo:lo + chunk], b[lo:lo + chunk]
         merged_observed, merged_n = observed[first] + observed[second], n_own[first] + n_own[second]
-        merged_members = members[first] + members[second]
         merged_sizes = merged_n[:, None] * n_other[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
             z = (merged_observed - background * merged_sizes) / np.sqrt(background * merged_sizes)
@@ -1133,8 +1132,7 @@ def _merge_candidates(observed, n_own, n_other, heavy, background, pooling, z_mi
         gain[lo:lo + chunk] = (
             (heavy_part(merged_observed, merged_sizes, merged_heavy) - own_heavy[first] - own_heavy[second]
              + xlogy(new_light_observed, new_background) - new_background * new_light_sizes - base) / dispersion
-            + xlogy(merged_members, merged_members) - xlogy(members[first], members[first])
-            - xlogy(members[second], members[second])
+            + _labels_gain(members[first], members[second])
         )
     order = np.argsort(-gain, kind="stable")
     order = order[gain[order] > 0]
@@ -1320,8 +1318,8 @@ def _sequential_merge_margin(first, second, first_members, second_members):
     """How much merging two clusters gains, judged by their items' counts ``first`` (m1, L) and ``second``
     (m2, L) over the other side's clusters, under a generalized Dirichlet-multinomial
     (``conjoined._beta_binomial``: each feature a beta-binomial given what the features before it leave, fitted
-    within each cluster and within the pair), the features read in the order of the variance of the pair's
-    items' shares, largest first. The labels' gain (:func:`_labels_gain`) less, for each feature, the
+    within each cluster and within the pair), the features read in the order of the spread of the pair's
+    items' shares weighted by their totals, ``sum_i (x_il - t_i p_l)^2 / t_i``, largest first. The labels' gain (:func:`_labels_gain`) less, for each feature, the
     likelihood the merge loses in it beyond the cost of the two parameters it saves there (``log m``, m the
     items with counts: BIC), where that is positive. Positive: one population.
 
