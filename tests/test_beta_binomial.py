@@ -3,7 +3,22 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import betaln, polygamma, psi, xlogy
 
-from conjoined._beta_binomial import _digamma, _trigamma, beta_binomial_fits, sequential_log_likelihoods
+from conjoined._beta_binomial import (
+    _digamma,
+    _trigamma,
+    beta_binomial_fits,
+    in_sequence,
+    item_log_likelihoods,
+)
+
+
+def _maximised(x, n):
+    """Each column's maximised log-likelihood (F,)."""
+    return beta_binomial_fits(x, n)[0]
+
+
+def sequential_log_likelihoods(counts, order):
+    return _maximised(*in_sequence(counts, order))
 
 
 @pytest.mark.parametrize("z", [1e-9, 1e-3, 0.5, 1.0, 9.9, 10.0, 17.3, 1e3, 1e8])
@@ -36,13 +51,13 @@ def test_beta_binomial_fits_reach_the_maximum_likelihood():
     columns = [_beta_binomial_counts(rng, m, mean, precision)
                for m, mean, precision in ((300, 0.2, 5.0), (40, 0.03, 50.0), (500, 0.6, 0.8), (3, 0.5, 10.0))]
     for x, n in columns:
-        fitted = beta_binomial_fits(x[:, None], n[:, None])[0]
+        fitted = _maximised(x[:, None], n[:, None])[0]
         assert fitted == pytest.approx(_by_direct_search(x, n), rel=1e-9)
     # the same columns side by side (rows without counts or trials add nothing)
     m = max(x.shape[0] for x, _ in columns)
     x = np.column_stack([np.r_[x, np.zeros(m - x.shape[0])] for x, _ in columns])
     n = np.column_stack([np.r_[n, np.zeros(m - n.shape[0])] for _, n in columns])
-    np.testing.assert_allclose(beta_binomial_fits(x, n), [beta_binomial_fits(x[:, None], n[:, None])[0]
+    np.testing.assert_allclose(_maximised(x, n), [_maximised(x[:, None], n[:, None])[0]
                                                           for x, n in columns], rtol=1e-12)
 
 
@@ -51,7 +66,7 @@ def test_beta_binomial_fit_reaches_the_maximum_where_the_likelihood_is_not_conca
     # From the method of moments these start where the log-likelihood is not concave in (log a, log b); a
     # gradient step there crawled and stopped 0.63 and 1.23 nats short of the maximum (a review's find).
     x, n = np.array(x, dtype=np.float64), np.array(n, dtype=np.float64)
-    assert beta_binomial_fits(x[:, None], n[:, None])[0] == pytest.approx(_by_direct_search(x, n), rel=1e-9)
+    assert _maximised(x[:, None], n[:, None])[0] == pytest.approx(_by_direct_search(x, n), rel=1e-9)
 
 
 def test_beta_binomial_fit_of_binomial_counts_is_the_binomial_limit():
@@ -61,13 +76,13 @@ def test_beta_binomial_fit_of_binomial_counts_is_the_binomial_limit():
     x = rng.binomial(n.astype(np.int64), 0.1).astype(np.float64)
     share = x.sum() / n.sum()
     binomial = (xlogy(x, share) + xlogy(n - x, 1 - share)).sum()
-    assert binomial <= beta_binomial_fits(x, n)[0] <= binomial + 2.0
+    assert binomial <= _maximised(x, n)[0] <= binomial + 2.0
 
 
 def test_beta_binomial_fits_give_zero_where_the_share_is_zero_or_one():
     n = np.array([[5.0, 5.0, 5.0], [7.0, 7.0, 7.0]])
     x = np.array([[0.0, 5.0, 2.0], [0.0, 7.0, 3.0]])
-    fitted = beta_binomial_fits(x, n)
+    fitted = _maximised(x, n)
     assert fitted[0] == 0.0 and fitted[1] == 0.0 and fitted[2] < 0.0
 
 
@@ -76,8 +91,8 @@ def test_sequential_log_likelihoods_read_each_feature_against_what_the_ones_befo
     counts = rng.poisson(rng.gamma(2.0, 20.0, size=(60, 1)) * [[0.5, 0.3, 0.2]]).astype(np.float64) + 1
     totals = counts.sum(axis=1, keepdims=True)
     order = np.array([2, 0, 1])
-    expected = [beta_binomial_fits(counts[:, [2]], totals)[0],
-                beta_binomial_fits(counts[:, [0]], totals - counts[:, [2]])[0]]
+    expected = [_maximised(counts[:, [2]], totals)[0],
+                _maximised(counts[:, [0]], totals - counts[:, [2]])[0]]
     np.testing.assert_allclose(sequential_log_likelihoods(counts, order), expected, rtol=1e-12)
     # two features: x_0 given the total is x_1 given the total (a beta-binomial with a and b swapped)
     pair = counts[:, :2]
@@ -89,3 +104,28 @@ def test_sequential_log_likelihoods_read_each_feature_against_what_the_ones_befo
                                rtol=1e-12)
     np.testing.assert_allclose(sequential_log_likelihoods(padded, np.array([2, 0, 3, 1])), [*expected, 0.0],
                                rtol=1e-12)
+
+
+def test_fitted_parameters_give_the_maximised_likelihood_item_by_item():
+    rng = np.random.default_rng(3)
+    x, n = _beta_binomial_counts(rng, 80, 0.3, 4.0)
+    log_likelihood, log_a, log_b = beta_binomial_fits(x[:, None], n[:, None])
+    a, b = np.exp(log_a[0]), np.exp(log_b[0])
+    by_item = item_log_likelihoods(x[:, None], n[:, None], log_a, log_b)[:, 0]
+    np.testing.assert_allclose(by_item, betaln(x + a, n - x + b) - betaln(a, b), rtol=1e-10)
+    assert by_item.sum() == pytest.approx(log_likelihood[0], rel=1e-12)
+    # at the maximum the mean share is the counts' (the score in the mean's direction is zero): near it here
+    assert a / (a + b) == pytest.approx(x.sum() / n.sum(), abs=0.02)
+    # a column whose share is 0 or 1: no parameters, and every item's count certain (log-likelihood 0)
+    x2 = np.column_stack([x, np.zeros_like(x), n])
+    n2 = np.column_stack([n, n, n])
+    log_likelihood, log_a, log_b = beta_binomial_fits(x2, n2)
+    assert np.isnan(log_a[1:]).all() and np.isnan(log_b[1:]).all() and (log_likelihood[1:] == 0.0).all()
+    assert (item_log_likelihoods(x2, n2, log_a, log_b)[:, 1:] == 0.0).all()
+
+
+def test_in_sequence_gives_each_feature_and_what_the_ones_before_leave():
+    counts = np.array([[3.0, 1.0, 6.0], [0.0, 2.0, 2.0]])
+    x, trials = in_sequence(counts, np.array([2, 0, 1]))
+    np.testing.assert_array_equal(x, [[6.0, 3.0], [2.0, 0.0]])
+    np.testing.assert_array_equal(trials, [[10.0, 4.0], [4.0, 2.0]])

@@ -1,10 +1,11 @@
 import numpy as np
 import pytest
 from mixtures import gene_levels_matrix
-from scipy.special import chdtrc, gammaln
+from scipy.special import chdtrc, gammaln, xlogy
 from scipy.stats import nbinom, norm
 from sklearn.metrics import adjusted_rand_score
 
+from conjoined._beta_binomial import beta_binomial_fits
 from conjoined.datasets import make_marques_like
 from conjoined.extract import (
     POOLING_SHAPES,
@@ -35,6 +36,7 @@ from conjoined.extract import (
     _profile_sums,
     _ProfileSums,
     _reference_blocks,
+    _sequential_merge_margin,
     _signed_root_deviance,
     extract_biclusters,
     refine_partition,
@@ -1031,11 +1033,46 @@ def test_profile_merge_reads_first_the_feature_whose_share_varies_most_in_the_de
     assert _profile_merge(both, np.repeat([0, 1], 200), np.array([200.0, 200.0])) is None
 
 
+@pytest.mark.parametrize("shallow_share", [0.5, 0.7])
+def test_profile_merge_keeps_two_populations_apart_when_most_of_their_items_are_shallow(shallow_share):
+    # The two populations of the test above with half or 70% of each one's items thinned to about 3 counts.
+    # Each shallow item's label was charged in full, though its counts cannot tell its cluster: the pair merged
+    # on 18 and 20 of seeds 0-19. Charged as far as its counts resolve its share, on none (and on 5 of 20 with
+    # 90% of the items shallow).
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        one = _gamma_poisson_profiles(200, [0.2, 0.3, 0.2, 0.2, 0.1], 3.0, rng)
+        other = _gamma_poisson_profiles(200, [0.2, 0.2, 0.3, 0.2, 0.1], 3.0, rng)
+        both = np.vstack([one, other])
+        thinned = int(shallow_share * 200)
+        shallow = np.r_[np.arange(thinned), 200 + np.arange(thinned)]
+        both[shallow] = rng.binomial(both[shallow].astype(np.int64), 0.01)
+        assert _profile_merge(both, np.repeat([0, 1], 200), np.array([200.0, 200.0])) is None
+
+
+def test_merge_margin_of_deep_items_is_their_classification_likelihood_and_of_one_population_the_weight():
+    rng = np.random.default_rng(4)
+    # Items so deep that their counts show their shares exactly (credibility 1): the margin is the labels' gain
+    # less each feature's loss beyond its two parameters, less the weight's (1/2) log m.
+    deep = [rng.binomial(100_000, rng.beta(*ab, size=(m, 1))) for m, ab in ((60, (20, 60)), (40, (30, 50)))]
+    first, second = (np.column_stack([x, 100_000 - x]).astype(np.float64) for x in deep)
+    fits = [beta_binomial_fits(part[:, :1], part.sum(axis=1, keepdims=True))[0][0]
+            for part in (first, second, np.vstack([first, second]))]
+    loss = fits[0] + fits[1] - fits[2]
+    assert loss > np.log(100)
+    expected = xlogy(100, 100) - xlogy(60, 60) - xlogy(40, 40) - (loss - np.log(100)) + 0.5 * np.log(100)
+    assert _sequential_merge_margin(first, second) == pytest.approx(expected, rel=1e-3)
+    # A random split of one population, which differs in no feature by more than its parameters: the weight's
+    # (1/2) log m alone, however deep the items.
+    one = _gamma_poisson_profiles(300, [0.2, 0.3, 0.2, 0.2, 0.1], 3.0, rng)
+    assert _sequential_merge_margin(one[:140], one[140:]) == pytest.approx(0.5 * np.log(300), rel=1e-12)
+
+
 def test_profile_merge_joins_a_cut_of_one_population_not_two_populations():
     # 400 items of one population cut at the median of feature 0's share: merging the halves loses 202 nats of
-    # the items' likelihood beyond the parameters it saves (the judge, :func:`_sequential_merge_margin`), less
-    # than the labels gain (277). Two populations of 200 whose shares of features 1 and 2 (0.3 and 0.2) are
-    # swapped: 515 nats, more than 277.
+    # the items' likelihood beyond the parameters it saves, less than the labels gain (277): the judge
+    # (:func:`_sequential_merge_margin`) gives +76. Two populations of 200 whose shares of features 1 and 2 (0.3
+    # and 0.2) are swapped: 515 nats, more than 277; the judge gives -243.
     rng = np.random.default_rng(0)
     one = _gamma_poisson_profiles(400, [0.2, 0.3, 0.2, 0.2, 0.1], 3.0, rng)
     share = one[:, 0] / one.sum(axis=1)

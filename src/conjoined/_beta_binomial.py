@@ -8,8 +8,8 @@ is fitted as such. The order matters: in a composition an item's share of one fe
 the others, and reading that feature first, the others against what it leaves, keeps its variation from being
 counted again in each.
 
-Used by the refinement's merges by profile (``conjoined.extract``): two clusters are one population when their
-items together lose little of this likelihood.
+Used by the refinement's merges by profile (``conjoined.extract``): two clusters are one population when a
+mixture of their two fits explains their items little better than one fit of them all.
 """
 
 import math
@@ -60,8 +60,9 @@ def _log_likelihood(x, n, a, b):
 
 @njit(cache=True, nogil=True)
 def _fit_one(x, n):
-    """Maximum-likelihood beta-binomial of counts x (m,) out of n (m,): its log-likelihood. Saddle-free Newton on
-    (log a, log b) from the method of moments, halving steps that do not raise the likelihood."""
+    """Maximum-likelihood beta-binomial of counts x (m,) out of n (m,): ``(log-likelihood, log a, log b)``.
+    Saddle-free Newton on (log a, log b) from the method of moments, halving steps that do not raise the
+    likelihood."""
     sum_x, sum_n = x.sum(), n.sum()
     p = sum_x / sum_n
     excess = scale = 0.0  # the method of moments: Var x_i = n_i p (1 - p) (1 + (n_i - 1) rho)
@@ -127,29 +128,46 @@ def _fit_one(x, n):
         u, v, best = new_u, new_v, value
         if change < 1e-8 or (concave and gained < 1e-10 * (1.0 + abs(best))):
             break
-    return best
+    return best, u, v
 
 
 @njit(cache=True, nogil=True)
 def beta_binomial_fits(x, n):
-    """Each column's maximised beta-binomial log-likelihood: x, n (m, F) counts and their trials (0 <= x <= n);
-    returns (F,), 0 for a column whose counts are all 0 or all their trials (its share is 0 or 1)."""
-    out = np.zeros(x.shape[1])
+    """Each column's maximum-likelihood beta-binomial: x, n (m, F) counts and their trials (0 <= x <= n).
+    Returns ``(log_likelihood, log_a, log_b)``, each (F,); for a column whose counts are all 0 or all their
+    trials (its share is 0 or 1, every item's count certain) the log-likelihood is 0 and the parameters nan."""
+    log_likelihood = np.zeros(x.shape[1])
+    log_a, log_b = np.full(x.shape[1], np.nan), np.full(x.shape[1], np.nan)
     for f in range(x.shape[1]):
         column_x, column_n = np.ascontiguousarray(x[:, f]), np.ascontiguousarray(n[:, f])
         sum_x, sum_n = column_x.sum(), column_n.sum()
         if 0 < sum_x < sum_n:
-            out[f] = _fit_one(column_x, column_n)
+            log_likelihood[f], log_a[f], log_b[f] = _fit_one(column_x, column_n)
+    return log_likelihood, log_a, log_b
+
+
+@njit(cache=True, nogil=True)
+def item_log_likelihoods(x, n, log_a, log_b):
+    """(m, F): log BB(x_if | n_if, a_f, b_f) of each item in each column, without the binomial coefficients;
+    0 in a column whose parameters are nan (a fit whose share was 0 or 1, see :func:`beta_binomial_fits`)."""
+    out = np.zeros(x.shape)
+    for f in range(x.shape[1]):
+        if math.isnan(log_a[f]):
+            continue
+        a, b = math.exp(log_a[f]), math.exp(log_b[f])
+        s = a + b
+        constant = math.lgamma(s) - math.lgamma(a) - math.lgamma(b)
+        for i in range(x.shape[0]):
+            out[i, f] = (math.lgamma(x[i, f] + a) + math.lgamma(n[i, f] - x[i, f] + b) - math.lgamma(n[i, f] + s)
+                         + constant)
     return out
 
 
-def sequential_log_likelihoods(counts, order):
-    """The generalized Dirichlet-multinomial log-likelihood of items' counts (m, L) feature by feature: (L - 1,),
-    [j] the maximised beta-binomial log-likelihood of feature ``order[j]`` against the items' totals less the
-    features before it in ``order`` (a permutation of 0..L-1); the last feature follows. Without the
-    multinomial coefficients, which cancel wherever the same items are compared. Features without counts give
-    0."""
+def in_sequence(counts, order):
+    """Items' counts (m, L) as the beta-binomials read in sequence see them: ``(x, trials)``, each (m, L - 1),
+    [:, j] the count of feature ``order[j]`` and the item's total less the features before it in ``order`` (a
+    permutation of 0..L-1); the last feature follows from the others."""
     counts = np.asarray(counts, dtype=np.float64)[:, order]
     before = np.cumsum(counts, axis=1) - counts
     trials = counts.sum(axis=1, keepdims=True) - before
-    return beta_binomial_fits(counts[:, :-1], trials[:, :-1])
+    return np.ascontiguousarray(counts[:, :-1]), np.ascontiguousarray(trials[:, :-1])
