@@ -47,15 +47,26 @@ def _trigamma(z):
         1.0 / 30 - inv * 5.0 / 66))))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _item_term(x, n, a, b):
+    """The part of log BB(x | n, a, b) that depends on the item, without the binomial coefficient."""
+    return math.lgamma(x + a) + math.lgamma(n - x + b) - math.lgamma(n + (a + b))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _beta_term(a, b):
+    """The part of log BB(x | n, a, b) shared by every item: -log B(a, b)."""
+    return math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+
+
 @njit(cache=True, nogil=True)
 def _log_likelihood(x, n, a, b):
     """sum_i log BB(x_i | n_i, a, b) without the binomial coefficients (they cancel wherever the same items
     are compared)."""
-    s = a + b
     total = 0.0
     for i in range(x.shape[0]):
-        total += math.lgamma(x[i] + a) + math.lgamma(n[i] - x[i] + b) - math.lgamma(n[i] + s)
-    return total + x.shape[0] * (math.lgamma(s) - math.lgamma(a) - math.lgamma(b))
+        total += _item_term(x[i], n[i], a, b)
+    return total + x.shape[0] * _beta_term(a, b)
 
 
 @njit(cache=True, nogil=True)
@@ -155,11 +166,9 @@ def item_log_likelihoods(x, n, log_a, log_b):
         if math.isnan(log_a[f]):
             continue
         a, b = math.exp(log_a[f]), math.exp(log_b[f])
-        s = a + b
-        constant = math.lgamma(s) - math.lgamma(a) - math.lgamma(b)
+        shared = _beta_term(a, b)
         for i in range(x.shape[0]):
-            out[i, f] = (math.lgamma(x[i, f] + a) + math.lgamma(n[i, f] - x[i, f] + b) - math.lgamma(n[i, f] + s)
-                         + constant)
+            out[i, f] = _item_term(x[i, f], n[i, f], a, b) + shared
     return out
 
 
