@@ -6,9 +6,9 @@ The data set stores log-normalised values; the counts are recovered as ``rint(ex
 CDP runs through :func:`conjoined.anndata.cdp` (genes are CDP's rows, cells its columns) with the paper's
 single-cell settings (genes alpha=10, beta=0.1; cells alpha=10, beta=1; 500 iterations) in two configurations:
 
-- ``singlecell``: the library's pipeline (conjoined rounds, Poisson likelihood on genes, which sees how much a
-  gene is expressed in each cell cluster) with a multinomial likelihood on cells: a cell's total is its
-  library size, a technical nuisance the multinomial ignores.
+- ``singlecell``: the library's pipeline (conjoined rounds) with the wrapper's defaults, a multinomial
+  likelihood on genes and on cells: a cell's total is its library size and a gene's total its expression level,
+  nuisances the multinomial ignores, reading each by its profile.
 - ``paper``: the published pipeline (``mode="paper"``: independent multinomial mixtures on the raw matrix).
 
 For each it prints the cell-type make-up (``obs.bulk_labels``) and the top genes of the strongest biclusters,
@@ -34,7 +34,7 @@ from conjoined.cli import draw_pictures
 
 PAPER_HYPERPARAMETERS = {"row_alpha": 10.0, "row_beta": 0.1, "column_alpha": 10.0, "column_beta": 1.0}
 CONFIGURATIONS = {
-    "singlecell": {"column_likelihood": "multinomial"},
+    "singlecell": {},
     "paper": {"mode": "paper"},
 }
 FULL_ITERATIONS = 500

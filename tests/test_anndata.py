@@ -13,7 +13,7 @@ from conjoined.datasets import make_biclusters_counts
 anndata = pytest.importorskip("anndata")
 pd = pytest.importorskip("pandas")
 
-from conjoined.anndata import cdp, fitted_view
+from conjoined.anndata import SINGLE_CELL_DEFAULTS, cdp, fitted_view
 
 PARAMS = {"n_iter": 30, "random_state": 0}
 
@@ -33,7 +33,7 @@ def planted():
 
 
 def _reference_model(X):
-    return ConjoinedDirichletProcess(**PARAMS).fit(X)
+    return ConjoinedDirichletProcess(**SINGLE_CELL_DEFAULTS, **PARAMS).fit(X)
 
 
 def test_results_match_the_estimator(planted):
@@ -133,6 +133,28 @@ def test_h5ad_round_trip(planted, tmp_path):
     for side, column in (("row", 0), ("column", 1)):
         masks = getattr(old, f"bicluster_{side}_clusters_")
         np.testing.assert_array_equal([np.flatnonzero(m) for m in masks], model.bicluster_pairs_[:, [column]])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cells_are_read_by_profile_whatever_their_depth(seed):
+    """Two cell types whose library sizes spread 15-fold: the wrapper's multinomial defaults find the two types;
+    CDP's Poisson defaults, asked for by name, cut them by depth."""
+    rng = np.random.default_rng(seed)
+    types = np.repeat([0, 1], 40)
+    profiles = rng.dirichlet(np.ones(60), size=2)
+    depths = np.exp(rng.uniform(np.log(200), np.log(3000), types.size)).astype(np.int64)
+    counts = np.stack([rng.multinomial(depth, profiles[t]) for depth, t in zip(depths, types)])
+    adata = anndata.AnnData(X=sp.csr_matrix(counts.astype(np.float32)))
+
+    cdp(adata, n_iter=60, random_state=0)
+    assert {k: adata.uns["cdp"]["params"][k] for k in SINGLE_CELL_DEFAULTS} == SINGLE_CELL_DEFAULTS
+    found = adata.obs["cdp_cluster"].cat.codes.to_numpy()
+    assert len(set(found)) == 2 and np.array_equal(found == found[0], types == 0)
+
+    cdp(adata, n_iter=60, random_state=0, key_added="poisson", row_likelihood="poisson",
+        column_likelihood="poisson")
+    assert adata.uns["poisson"]["params"]["column_likelihood"] == "poisson"
+    assert adata.obs["poisson_cluster"].cat.categories.size > 4
 
 
 def test_copy_semantics_and_key_added(planted):

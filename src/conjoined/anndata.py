@@ -21,7 +21,12 @@ from .cdp import (
     pair_cluster_masks,
 )
 
-__all__ = ["cdp", "fitted_view"]
+__all__ = ["cdp", "fitted_view", "SINGLE_CELL_DEFAULTS"]
+
+#: CDP parameters that :func:`cdp` sets unless given. Genes and cells are read by profile: a cell's total
+#: (library size) and a gene's total are nuisance, and under CDP's Poisson defaults the mixtures cut cell types
+#: and gene programmes by depth (docs/tutorial.md, "Which likelihood for real counts").
+SINGLE_CELL_DEFAULTS = {"row_likelihood": "multinomial", "column_likelihood": "multinomial"}
 
 
 def _require_anndata():
@@ -143,7 +148,10 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         Use ``adata.raw.X`` restricted to ``adata.var_names`` (None: False).
     **params
         Parameters of :class:`conjoined.CDP` (``row_*`` is the gene side, ``column_*`` the cell side), e.g.
-        ``row_alpha=10, column_likelihood="multinomial", n_iter=500, random_state=0``.
+        ``row_alpha=10, n_iter=500, random_state=0``. Unlike ``CDP`` itself, whose Poisson defaults are the
+        paper's simulations', genes and cells default to the multinomial likelihood
+        (:data:`SINGLE_CELL_DEFAULTS`): pass ``row_likelihood="poisson"`` and/or
+        ``column_likelihood="poisson"`` for CDP's defaults.
 
     Returns
     -------
@@ -194,7 +202,7 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AllZeroWarning)  # said above, in genes and cells rather than rows
-        model = ConjoinedDirichletProcess(**params).fit(_genes_by_cells(matrix))
+        model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params}).fit(_genes_by_cells(matrix))
 
     adata = adata.copy() if copy else adata
     gene_names = np.asarray(adata.var_names, dtype=str)
