@@ -80,3 +80,16 @@ def test_pbmc_quick(tmp_path):
             covered |= np.outer(cells[:, b], genes[:, b])
         assert f"{covered.mean():.0%}" == f"{percent}%"
     assert saved.layers["counts"].sum() == 486651  # the recovered counts
+
+
+def test_embeddings_quick(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = _run_example("embeddings.py", "--out", tmp_path / "out", cwd=tmp_path)
+    assert "digits: 1797 images of 8 x 8 pixels, 10 digits; PCA to 20 dimensions" in out
+    rows = re.findall(r"^\s+0  (DPMM|BGM)\s+(\d+) .*?  (0\.\d{3})  (-?0\.\d{3})", out, re.MULTILINE)
+    assert [method for method, *_ in rows] == ["DPMM", "BGM"]
+    assert all(float(nmi) > 0.6 for *_, nmi, _ in rows)  # both find the digits, even on 40 iterations
+    assert "--- DPMM clusters of seed 0" in out and "--- the least certain images" in out
+    table = out.split("digit make-up\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert sum(int(line.split()[1]) for line in table) == 1797  # every image in one cluster
+    assert (tmp_path / "out" / "digit_clusters.png").stat().st_size > 10_000

@@ -1,0 +1,101 @@
+"""The DPMM on embeddings: its default Normal-inverse-Wishart prior against a broader one, and scikit-learn's
+Dirichlet-process BayesianGaussianMixture, on the same data in the same run.
+
+Data: scikit-learn's digits embedded by PCA (20 dimensions, 1,797 images, 10 digits); pbmc68k_reduced's 50
+principal components (700 cells, 10 cell types; needs scanpy, skipped without it); a 32-d mixture of 6
+unit-variance Gaussians (600 points, the tests' ``gaussian_mixture(seed=0, n=600, K=6, d=32)``). Priors: the
+default (a cluster's covariance expected at a tenth of the data's mean per-feature variance ``v``) and
+``psi = 2 v I`` (expected at ``v``; ``nu = d + 3``). Prints, per data set and prior, the posterior mode of K
+after the warm-up and the NMI of the last labels for each seed, and the mean fit time.
+
+    python benchmarks/dpmm_embeddings.py [--iterations 300] [--seeds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.decomposition import PCA
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import normalized_mutual_info_score
+from sklearn.mixture import BayesianGaussianMixture
+
+from conjoined import DPMM, NormalInverseWishart
+
+
+def digits_pca():
+    images, digits = load_digits(return_X_y=True)
+    return PCA(20, random_state=0).fit_transform(images), digits
+
+
+def pbmc_pca():
+    try:
+        import scanpy
+    except ImportError:
+        return None
+    adata = scanpy.datasets.pbmc68k_reduced()
+    return np.asarray(adata.obsm["X_pca"], dtype=np.float64), np.asarray(adata.obs["bulk_labels"])
+
+
+def gaussian_32d(seed=0, n=600, n_clusters=6, dim=32, spread=12.0):
+    """As ``tests/test_dpmm.py``'s ``gaussian_mixture``: centres N(0, (spread/2)^2 I), unit-variance clusters."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=spread / 2, size=(n_clusters, dim))
+    labels = np.arange(n) % n_clusters
+    return centres[labels] + rng.standard_normal((n, dim)), labels
+
+
+def dpmm_runs(X, truth, prior, n_iter, seeds):
+    modes, nmis, seconds = [], [], []
+    for seed in range(seeds):
+        began = time.perf_counter()
+        model = DPMM(n_iter=n_iter, prior=prior, random_state=seed).fit(X)
+        seconds.append(time.perf_counter() - began)
+        modes.append(int(np.bincount(model.n_clusters_trace_[model.warmup_:]).argmax()))
+        nmis.append(normalized_mutual_info_score(truth, model.labels_))
+    return modes, nmis, float(np.mean(seconds))
+
+
+def mixture_runs(X, truth, seeds):
+    nmis, seconds = [], []
+    for seed in range(seeds):
+        began = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            labels = BayesianGaussianMixture(n_components=30, weight_concentration_prior_type="dirichlet_process",
+                                             max_iter=500, random_state=seed).fit_predict(X)
+        seconds.append(time.perf_counter() - began)
+        nmis.append(normalized_mutual_info_score(truth, labels))
+    return nmis, float(np.mean(seconds))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=300)
+    parser.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args()
+    data = {"digits, PCA 20": digits_pca(), "pbmc68k, 50 PCs": pbmc_pca(), "32-d mixture, K = 6": gaussian_32d()}
+    print(f"DPMM: {args.iterations} iterations, seeds 0..{args.seeds - 1}; K = posterior mode after the warm-up\n")
+    for name, loaded in data.items():
+        if loaded is None:
+            print(f"{name}: skipped (needs scanpy)\n")
+            continue
+        X, truth = loaded
+        v = float(X.var(axis=0).mean())
+        print(f"{name}: {X.shape[0]} points x {X.shape[1]} dimensions, {np.unique(truth).size} true groups")
+        for label, prior in (("default prior", None),
+                             ("psi = 2 v I", NormalInverseWishart(psi=2.0 * v * np.eye(X.shape[1])))):
+            modes, nmis, seconds = dpmm_runs(X, truth, prior, args.iterations, args.seeds)
+            print(f"  DPMM, {label:13s}  K {' '.join(f'{k:3d}' for k in modes)}   "
+                  f"NMI {' '.join(f'{x:.3f}' for x in nmis)}   {seconds:5.1f} s per fit")
+        nmis, seconds = mixture_runs(X, truth, args.seeds)
+        print(f"  BayesianGaussianMixture(30)  {'':{4 * args.seeds}s}   NMI {' '.join(f'{x:.3f}' for x in nmis)}   "
+              f"{seconds:5.1f} s per fit\n")
+
+
+if __name__ == "__main__":
+    main()
