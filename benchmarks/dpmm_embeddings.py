@@ -3,7 +3,8 @@ Dirichlet-process BayesianGaussianMixture, on the same data in the same run.
 
 Data: scikit-learn's digits embedded by PCA (20 dimensions, 1,797 images, 10 digits); pbmc68k_reduced's 50
 principal components (700 cells, 10 cell types; needs scanpy, skipped without it); a 32-d mixture of 6
-unit-variance Gaussians (600 points, the tests' ``gaussian_mixture(seed=0, n=600, K=6, d=32)``). Priors: the
+unit-variance Gaussians (600 points, the tests' ``gaussian_mixture(seed=0, n=600, K=6, d=32)``); a 2-d mixture
+of six clusters of 150 points and a small one of 10 (centres N(0, 36 I), overlapping). Priors: the
 default (a cluster's covariance expected at a tenth of the data's mean per-feature variance ``v``) and
 ``psi = 2 v I`` (expected at ``v``; ``nu = d + 3``). Prints, per data set and prior, the posterior mode of K
 after the warm-up and the NMI of the last labels for each seed, and the mean fit time.
@@ -25,6 +26,8 @@ from sklearn.metrics import normalized_mutual_info_score
 from sklearn.mixture import BayesianGaussianMixture
 
 from conjoined import DPMM, NormalInverseWishart
+
+MIXTURE_COMPONENTS = 30
 
 
 def digits_pca():
@@ -49,6 +52,14 @@ def gaussian_32d(seed=0, n=600, n_clusters=6, dim=32, spread=12.0):
     return centres[labels] + rng.standard_normal((n, dim)), labels
 
 
+def small_cluster_2d(seed=0, dim=2):
+    """Six unit-variance clusters of 150 points and one of 10, centres N(0, 6^2 I)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=6.0, size=(7, dim))
+    labels = np.repeat(np.arange(7), [150] * 6 + [10])
+    return centres[labels] + rng.standard_normal((labels.size, dim)), labels
+
+
 def dpmm_runs(X, truth, prior, n_iter, seeds):
     modes, nmis, seconds = [], [], []
     for seed in range(seeds):
@@ -66,7 +77,8 @@ def mixture_runs(X, truth, seeds):
         began = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            labels = BayesianGaussianMixture(n_components=30, weight_concentration_prior_type="dirichlet_process",
+            labels = BayesianGaussianMixture(n_components=MIXTURE_COMPONENTS,
+                                             weight_concentration_prior_type="dirichlet_process",
                                              max_iter=500, random_state=seed).fit_predict(X)
         seconds.append(time.perf_counter() - began)
         nmis.append(normalized_mutual_info_score(truth, labels))
@@ -78,7 +90,10 @@ def main():
     parser.add_argument("--iterations", type=int, default=300)
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
-    data = {"digits, PCA 20": digits_pca(), "pbmc68k, 50 PCs": pbmc_pca(), "32-d mixture, K = 6": gaussian_32d()}
+    if args.iterations < 2 or args.seeds < 1:
+        parser.error(f"--iterations must be at least 2 and --seeds at least 1, got {args.iterations}, {args.seeds}")
+    data = {"digits, PCA 20": digits_pca(), "pbmc68k, 50 PCs": pbmc_pca(), "32-d mixture, K = 6": gaussian_32d(),
+            "2-d mixture, K = 7 (one of 10 points)": small_cluster_2d()}
     print(f"DPMM: {args.iterations} iterations, seeds 0..{args.seeds - 1}; K = posterior mode after the warm-up\n")
     for name, loaded in data.items():
         if loaded is None:
@@ -90,11 +105,11 @@ def main():
         for label, prior in (("default prior", None),
                              ("psi = 2 v I", NormalInverseWishart(psi=2.0 * v * np.eye(X.shape[1])))):
             modes, nmis, seconds = dpmm_runs(X, truth, prior, args.iterations, args.seeds)
-            print(f"  DPMM, {label:13s}  K {' '.join(f'{k:3d}' for k in modes)}   "
+            print(f"  {'DPMM, ' + label:30s}K {' '.join(f'{k:3d}' for k in modes)}   "
                   f"NMI {' '.join(f'{x:.3f}' for x in nmis)}   {seconds:5.1f} s per fit")
         nmis, seconds = mixture_runs(X, truth, args.seeds)
-        print(f"  BayesianGaussianMixture(30)  {'':{4 * args.seeds}s}   NMI {' '.join(f'{x:.3f}' for x in nmis)}   "
-              f"{seconds:5.1f} s per fit\n")
+        print(f"  {f'BayesianGaussianMixture({MIXTURE_COMPONENTS})':30s}{'':{1 + 4 * args.seeds}s}   "
+              f"NMI {' '.join(f'{x:.3f}' for x in nmis)}   {seconds:5.1f} s per fit\n")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ negative-binomial noise of size 0.5, 20 gene modules and 13 cell types (module k
 k mod 13; the truth is the 13 patterns x their cell types). The fit uses the paper's single-cell hyperparameters
 (genes alpha=10, beta=0.1; cells alpha=10, beta=1) and one of two likelihood settings:
 
-- ``singlecell``: multinomial cells, Poisson genes (the ``singlecell`` configuration of ``examples/pbmc.py``);
-- ``multinomial``: multinomial on both sides (as ``benchmarks/overdispersion.py``).
+- ``singlecell``: multinomial cells, Poisson genes (``examples/pbmc.py``'s ``singlecell`` until the
+  twenty-seventh session);
+- ``multinomial``: multinomial on both sides (as ``benchmarks/overdispersion.py``, and ``conjoined.anndata.cdp``'s
+  defaults).
 
 It prints the fit's time and the process's peak memory, the numbers of clusters (the mixtures' and the refined
 partitions'), their NMI against the modules and cell types, the number of biclusters and their Jaccard,

@@ -8,7 +8,8 @@ Gaussian likelihood with a Normal-inverse-Wishart prior for real-valued data), a
 scikit-learn's ``BayesianGaussianMixture`` with a Dirichlet-process prior (30 components, at most).
 
 For each seed it prints K (DPMM: the posterior mode over the sampled iterations, with its probability; the
-mixture: the components it uses), the NMI and ARI against the digits, and the fit time. For the first seed: the
+mixture: the components it uses), the NMI and ARI against the digits of the final labels (the DPMM's last
+iteration), and the fit time. For the first seed: the
 digit make-up of each DPMM cluster, the least certain images (``predict_proba``), and a picture of each cluster's
 mean image saved to ``OUT/digit_clusters.png``. ``--quick`` runs 40 iterations and one seed (for CI).
 """
@@ -121,6 +122,8 @@ def main(argv=None):
         parser.error(f"--dims must be between 1 and 64 (the digits have 64 pixels), got {args.dims}")
     if args.seeds < 1:
         parser.error(f"--seeds must be at least 1, got {args.seeds}")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} exists and is not a folder")
     n_iter, seeds = (QUICK_ITERATIONS, 1) if args.quick else (FULL_ITERATIONS, args.seeds)
 
     images, digits = load_digits(return_X_y=True)
@@ -129,7 +132,6 @@ def main(argv=None):
     print(f"DPMM: defaults ({n_iter} iterations); BayesianGaussianMixture: Dirichlet process, "
           f"{MIXTURE_COMPONENTS} components at most\n")
     print("seed  method  K                NMI    ARI    time")
-    first = None
     for seed in range(seeds):
         model, seconds = fit_dpmm(embedding, n_iter, seed)
         k, probability = k_posterior_mode(model)
@@ -138,15 +140,16 @@ def main(argv=None):
         labels, seconds = fit_mixture(embedding, seed)
         nmi, ari = scores(digits, labels)
         print(f"{seed:4d}  BGM     {np.unique(labels).size:3d} used         {nmi:.3f}  {ari:.3f}  {seconds:5.1f} s")
-        first = model if first is None else first
+        if seed == 0:
+            seed_zero = model
 
-    print(f"\n--- DPMM clusters of seed 0 ({first.n_clusters_} in its last iteration): digit make-up")
-    print(make_up_table(digits, first.labels_))
+    print(f"\n--- DPMM clusters of seed 0 ({seed_zero.n_clusters_} in its last iteration): digit make-up")
+    print(make_up_table(digits, seed_zero.labels_))
     print("\n--- the least certain images (DPMM.predict_proba)")
-    print(uncertain_table(first, embedding, digits))
+    print(uncertain_table(seed_zero, embedding, digits))
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "digit_clusters.png"
-    cluster_picture(images, digits, first.labels_, path)
+    cluster_picture(images, digits, seed_zero.labels_, path)
     print(f"\nsaved {path}")
 
 

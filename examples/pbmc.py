@@ -9,7 +9,8 @@ single-cell settings (genes alpha=10, beta=0.1; cells alpha=10, beta=1; 500 iter
 - ``singlecell``: the library's pipeline (conjoined rounds) with the wrapper's defaults, a multinomial
   likelihood on genes and on cells: a cell's total is its library size and a gene's total its expression level,
   nuisances the multinomial ignores, reading each by its profile.
-- ``paper``: the published pipeline (``mode="paper"``: independent multinomial mixtures on the raw matrix).
+- ``paper``: the published pipeline (``mode="paper"``: independent multinomial mixtures on the raw matrix); the
+  wrapper's multinomial likelihoods choose its refinement's.
 
 For each it prints the cell-type make-up (``obs.bulk_labels``) and the top genes of the strongest biclusters,
 the make-up of each cell cluster with its NMI against the cell types, and saves the pictures of ``conjoined

@@ -147,7 +147,7 @@ def test_cells_are_read_by_profile_whatever_their_depth(seed):
     adata = anndata.AnnData(X=sp.csr_matrix(counts.astype(np.float32)))
 
     cdp(adata, n_iter=60, random_state=0)
-    assert {k: adata.uns["cdp"]["params"][k] for k in SINGLE_CELL_DEFAULTS} == SINGLE_CELL_DEFAULTS
+    assert {k: adata.uns["cdp"]["params"][k] for k in SINGLE_CELL_DEFAULTS} == dict(SINGLE_CELL_DEFAULTS)
     found = adata.obs["cdp_cluster"].cat.codes.to_numpy()
     assert len(set(found)) == 2 and np.array_equal(found == found[0], types == 0)
 

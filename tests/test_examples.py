@@ -93,3 +93,14 @@ def test_embeddings_quick(tmp_path):
     table = out.split("digit make-up\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     assert sum(int(line.split()[1]) for line in table) == 1797  # every image in one cluster
     assert (tmp_path / "out" / "digit_clusters.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("args, message", [(["--dims", "65"], "--dims must be between 1 and 64"),
+                                           (["--seeds", "0"], "--seeds must be at least 1"),
+                                           (["--out", "taken"], "--out taken exists and is not a folder")])
+def test_embeddings_bad_arguments(tmp_path, args, message):
+    (tmp_path / "taken").write_text("a file")
+    result = subprocess.run([sys.executable, str(PROJECT_ROOT / "examples" / "embeddings.py"), *args, "--quick"],
+                            cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and message in result.stderr
+    assert (tmp_path / "taken").read_text() == "a file"

@@ -7,7 +7,7 @@ cells its columns. The matrix is transposed without densifying. Needs anndata an
 from __future__ import annotations
 
 import warnings
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +26,7 @@ __all__ = ["cdp", "fitted_view", "SINGLE_CELL_DEFAULTS"]
 #: CDP parameters that :func:`cdp` sets unless given. Genes and cells are read by profile: a cell's total
 #: (library size) and a gene's total are nuisance, and under CDP's Poisson defaults the mixtures cut cell types
 #: and gene programmes by depth (docs/tutorial.md, "Which likelihood for real counts").
-SINGLE_CELL_DEFAULTS = {"row_likelihood": "multinomial", "column_likelihood": "multinomial"}
+SINGLE_CELL_DEFAULTS = MappingProxyType({"row_likelihood": "multinomial", "column_likelihood": "multinomial"})
 
 
 def _require_anndata():
@@ -151,7 +151,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         ``row_alpha=10, n_iter=500, random_state=0``. Unlike ``CDP`` itself, whose Poisson defaults are the
         paper's simulations', genes and cells default to the multinomial likelihood
         (:data:`SINGLE_CELL_DEFAULTS`): pass ``row_likelihood="poisson"`` and/or
-        ``column_likelihood="poisson"`` for CDP's defaults.
+        ``column_likelihood="poisson"`` for CDP's defaults. With ``mode="paper"``, whose mixtures are multinomial
+        anyway, they choose the refinement's likelihoods.
 
     Returns
     -------
