@@ -4,10 +4,13 @@ Dirichlet-process BayesianGaussianMixture, on the same data in the same run.
 Data: scikit-learn's digits embedded by PCA (20 dimensions, 1,797 images, 10 digits); pbmc68k_reduced's 50
 principal components (700 cells, 10 cell types; needs scanpy, skipped without it); a 32-d mixture of 6
 unit-variance Gaussians (600 points, the tests' ``gaussian_mixture(seed=0, n=600, K=6, d=32)``); a 2-d mixture
-of six clusters of 150 points and a small one of 10 (centres N(0, 36 I), overlapping). Priors: the
-default (a cluster's covariance expected at a tenth of the data's mean per-feature variance ``v``) and
-``psi = 2 v I`` (expected at ``v``; ``nu = d + 3``). Prints, per data set and prior, the posterior mode of K
-after the warm-up and the NMI of the last labels for each seed, and the mean fit time.
+of six clusters of 150 points and a small one of 10 (centres N(0, 36 I), overlapping); the tests' 2-d mixture of
+nine clusters of 100 points on a grid (``gaussian_mixture(seed=0)``, well separated). Priors: the
+default (a cluster's covariance expected at a tenth of the data's mean per-feature variance ``v``),
+``psi="sample"`` (the clusters' common scale sampled with the partition) and ``psi = 2 v I`` (expected at ``v``;
+``nu = d + 3``). Prints, per data set and prior, for each seed the posterior mode of K after the
+warm-up, the share of those iterations with more clusters than the truth, and the NMI of the last labels; and the
+mean fit time.
 
     python benchmarks/dpmm_embeddings.py [--iterations 300] [--seeds 3]
 """
@@ -52,6 +55,15 @@ def gaussian_32d(seed=0, n=600, n_clusters=6, dim=32, spread=12.0):
     return centres[labels] + rng.standard_normal((n, dim)), labels
 
 
+def grid_2d(spread=12.0):
+    """As ``tests/test_dpmm.py``'s ``gaussian_mixture(seed=0)``: nine unit-variance clusters of 100 points on a
+    3 x 3 grid of step ``spread``."""
+    rng = np.random.default_rng(0)
+    grid = np.array([(a, b) for a in range(3) for b in range(3)], dtype=float) * spread
+    labels = np.arange(900) % 9
+    return grid[labels] + rng.standard_normal((900, 2)), labels
+
+
 def small_cluster_2d(seed=0, dim=2):
     """Six unit-variance clusters of 150 points and one of 10, centres N(0, 6^2 I)."""
     rng = np.random.default_rng(seed)
@@ -61,14 +73,16 @@ def small_cluster_2d(seed=0, dim=2):
 
 
 def dpmm_runs(X, truth, prior, n_iter, seeds):
-    modes, nmis, seconds = [], [], []
+    modes, excess, nmis, seconds = [], [], [], []
     for seed in range(seeds):
         began = time.perf_counter()
         model = DPMM(n_iter=n_iter, prior=prior, random_state=seed).fit(X)
         seconds.append(time.perf_counter() - began)
-        modes.append(int(np.bincount(model.n_clusters_trace_[model.warmup_:]).argmax()))
+        sampled = model.n_clusters_trace_[model.warmup_:]
+        modes.append(int(np.bincount(sampled).argmax()))
+        excess.append(float(np.mean(sampled > np.unique(truth).size)))
         nmis.append(normalized_mutual_info_score(truth, model.labels_))
-    return modes, nmis, float(np.mean(seconds))
+    return modes, excess, nmis, float(np.mean(seconds))
 
 
 def mixture_runs(X, truth, seeds):
@@ -93,7 +107,7 @@ def main():
     if args.iterations < 2 or args.seeds < 1:
         parser.error(f"--iterations must be at least 2 and --seeds at least 1, got {args.iterations}, {args.seeds}")
     data = {"digits, PCA 20": digits_pca(), "pbmc68k, 50 PCs": pbmc_pca(), "32-d mixture, K = 6": gaussian_32d(),
-            "2-d mixture, K = 7 (one of 10 points)": small_cluster_2d()}
+            "2-d mixture, K = 7 (one of 10 points)": small_cluster_2d(), "2-d grid, K = 9": grid_2d()}
     print(f"DPMM: {args.iterations} iterations, seeds 0..{args.seeds - 1}; K = posterior mode after the warm-up\n")
     for name, loaded in data.items():
         if loaded is None:
@@ -102,13 +116,15 @@ def main():
         X, truth = loaded
         v = float(X.var(axis=0).mean())
         print(f"{name}: {X.shape[0]} points x {X.shape[1]} dimensions, {np.unique(truth).size} true groups")
-        for label, prior in (("default prior", None),
+        for label, prior in (("default prior", None), ("psi = 'sample'", NormalInverseWishart(psi="sample")),
                              ("psi = 2 v I", NormalInverseWishart(psi=2.0 * v * np.eye(X.shape[1])))):
-            modes, nmis, seconds = dpmm_runs(X, truth, prior, args.iterations, args.seeds)
+            modes, excess, nmis, seconds = dpmm_runs(X, truth, prior, args.iterations, args.seeds)
             print(f"  {'DPMM, ' + label:30s}K {' '.join(f'{k:3d}' for k in modes)}   "
+                  f"P(K > true) {' '.join(f'{p:.2f}' for p in excess)}   "
                   f"NMI {' '.join(f'{x:.3f}' for x in nmis)}   {seconds:5.1f} s per fit")
         nmis, seconds = mixture_runs(X, truth, args.seeds)
         print(f"  {f'BayesianGaussianMixture({MIXTURE_COMPONENTS})':30s}{'':{1 + 4 * args.seeds}s}   "
+              f"{'':{12 + 5 * args.seeds}s}   "
               f"NMI {' '.join(f'{x:.3f}' for x in nmis)}   {seconds:5.1f} s per fit\n")
 
 

@@ -48,30 +48,32 @@ def count_steps(monkeypatch):
 
 def assert_same_fit(a, b):
     for name in ("labels_", "labels_trace_", "n_clusters_trace_", "log_posterior_trace_", "n_splits_trace_",
-                 "n_merges_trace_", "weights_"):
+                 "n_merges_trace_", "weights_", "psi_scale_trace_"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     for key in a.cluster_params_:
         np.testing.assert_array_equal(a.cluster_params_[key], b.cluster_params_[key])
 
 
-@pytest.mark.parametrize("kind", ["counts", "gaussian"])
-def test_resumed_fit_equals_uninterrupted_fit(tmp_path, monkeypatch, kind):
+@pytest.mark.parametrize("kind, prior", [("counts", None), ("gaussian", None),
+                                         ("gaussian", conjoined.NormalInverseWishart(psi="sample"))])
+def test_resumed_fit_equals_uninterrupted_fit(tmp_path, monkeypatch, kind, prior):
     X = DATA[kind]()
     path = tmp_path / "fit.npz"
-    expected = conjoined.DPMM(**PARAMS).fit(X)
+    params = {**PARAMS, "prior": prior}
+    expected = conjoined.DPMM(**params).fit(X)
     assert expected.n_clusters_trace_.max() > 1
     with monkeypatch.context() as patch:
         interrupt_during_iteration(patch, 13)
         with pytest.raises(Interrupted):
-            conjoined.DPMM(checkpoint=path, checkpoint_every=5, **PARAMS).fit(X)
+            conjoined.DPMM(checkpoint=path, checkpoint_every=5, **params).fit(X)
     with np.load(path) as saved:
         assert int(saved["iteration"]) == 10
     steps = count_steps(monkeypatch)
-    resumed = conjoined.DPMM(checkpoint=path, checkpoint_every=5, **PARAMS).fit(X)
+    resumed = conjoined.DPMM(checkpoint=path, checkpoint_every=5, **params).fit(X)
     assert steps["n"] == PARAMS["n_iter"] - 10
     assert_same_fit(expected, resumed)
     # The finished checkpoint gives the same result again without sampling.
-    again = conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
+    again = conjoined.DPMM(checkpoint=path, **params).fit(X)
     assert steps["n"] == PARAMS["n_iter"] - 10
     assert_same_fit(expected, again)
     np.testing.assert_array_equal(resumed.time_trace_, again.time_trace_)

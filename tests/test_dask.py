@@ -41,14 +41,16 @@ def assert_same_fit(a, b):
     np.testing.assert_array_equal(a.n_merges_trace_, b.n_merges_trace_)
 
 
-@pytest.mark.parametrize("kind", ["counts", "gaussian"])
+@pytest.mark.parametrize("kind, prior", [("counts", None), ("gaussian", None),
+                                         ("gaussian", conjoined.NormalInverseWishart(psi="sample"))])
 @pytest.mark.parametrize("n_workers", [1, 2])
-def test_same_labels_as_local_backend(clients, kind, n_workers):
+def test_same_labels_as_local_backend(clients, kind, prior, n_workers):
     X = DATA[kind]()
-    local = conjoined.DPMM(**PARAMS).fit(X)
+    local = conjoined.DPMM(prior=prior, **PARAMS).fit(X)
     assert local.n_clusters_trace_.max() > 1  # the chain moves: the comparison is not trivial
-    dask = conjoined.DPMM(backend="dask", client=clients[n_workers], **PARAMS).fit(X)
+    dask = conjoined.DPMM(backend="dask", client=clients[n_workers], prior=prior, **PARAMS).fit(X)
     assert_same_fit(local, dask)
+    np.testing.assert_array_equal(local.psi_scale_trace_, dask.psi_scale_trace_)
     # The client is the caller's: still usable after the fit.
     assert clients[n_workers].submit(sum, [1, 2]).result() == 3
 

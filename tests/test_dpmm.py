@@ -85,6 +85,10 @@ def test_same_seed_same_result_whatever_threads(monkeypatch):
     g2 = conjoined.DPMM(n_iter=25, random_state=5, n_jobs=2).fit(G)
     np.testing.assert_array_equal(g1.labels_trace_, g2.labels_trace_)
     np.testing.assert_array_equal(g1.log_posterior_trace_, g2.log_posterior_trace_)
+    sampled = [conjoined.DPMM(n_iter=25, random_state=5, n_jobs=j,
+                              prior=conjoined.NormalInverseWishart(psi="sample")).fit(G) for j in (1, 2)]
+    np.testing.assert_array_equal(sampled[0].labels_trace_, sampled[1].labels_trace_)
+    np.testing.assert_array_equal(sampled[0].psi_scale_trace_, sampled[1].psi_scale_trace_)
 
 
 def test_fractional_counts_on_the_grid_are_summed_exactly_whatever_threads(monkeypatch):
@@ -367,6 +371,7 @@ def test_log_dirichlet_is_finite_for_tiny_concentrations():
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi=np.full((3, 3), np.nan))}, "psi must be finite"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi=np.triu(np.ones((3, 3))))}, "psi must be symmetric"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi=-np.eye(3))}, "psi must be symmetric positive"),
+    (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(psi="sampled")}, "psi must be None, 'sample' or a"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(nu="5")}, "nu must be a finite number"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(kappa=1e308)}, "kappa=1e.308 or nu=6.0 is too large"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(nu=1e308)}, r"\(kappa \+ n\) x \(nu \+ n\) overflows"),
@@ -398,6 +403,34 @@ def test_gaussian_data_of_small_scale_is_clustered_as_at_unit_scale():
     unit = conjoined.DPMM(**params).fit(X)
     assert unit.n_clusters_ > 1
     np.testing.assert_array_equal(conjoined.DPMM(**params).fit(X * 1e-10).labels_, unit.labels_)
+
+
+def test_sampled_scale_is_scale_free_and_traced():
+    """psi="sample": the same labels for data scaled by 1e-3, the scale's trace scaled by 1e-6, and a fixed psi
+    has no trace."""
+    X, _ = gaussian_mixture(0, n=180, K=4)
+    params = {"n_iter": 30, "random_state": 0, "prior": conjoined.NormalInverseWishart(psi="sample")}
+    unit = conjoined.DPMM(**params).fit(X)
+    small = conjoined.DPMM(**params).fit(X * 1e-3)
+    np.testing.assert_array_equal(small.labels_, unit.labels_)
+    np.testing.assert_allclose(small.psi_scale_trace_, unit.psi_scale_trace_ * 1e-6, rtol=1e-6)
+    assert repr(unit.prior_) == "NormalInverseWishart(kappa=0.01, nu=5.0, psi='sample')"
+    assert conjoined.DPMM(n_iter=5, random_state=0).fit(X).psi_scale_trace_ is None
+
+
+def test_sampled_scale_finds_the_cell_types_of_an_embedding():
+    """pbmc68k_reduced's 50 principal components (700 cells, 10 cell types): with the scale sampled, K's mode
+    is near 10 and the clusters follow the types; the fixed default scale cuts them into 30 and more."""
+    scanpy = pytest.importorskip("scanpy")
+    adata = scanpy.datasets.pbmc68k_reduced()
+    X, types = np.asarray(adata.obsm["X_pca"], dtype=np.float64), np.asarray(adata.obs["bulk_labels"])
+    sampled = conjoined.DPMM(n_iter=300, random_state=0,
+                             prior=conjoined.NormalInverseWishart(psi="sample")).fit(X)
+    assert 8 <= posterior_mode_of_k(sampled) <= 15
+    assert normalized_mutual_info_score(types, sampled.labels_) >= 0.6
+    fixed = conjoined.DPMM(n_iter=300, random_state=0).fit(X)
+    assert posterior_mode_of_k(fixed) >= 25
+    assert normalized_mutual_info_score(types, fixed.labels_) < 0.57
 
 
 def test_input_is_not_modified():

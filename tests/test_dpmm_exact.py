@@ -94,3 +94,42 @@ def test_subcluster_moves_alone_are_biased_which_is_why_warmup_ends():
                            random_state=1, n_jobs=1).fit(X)
     k_est, _ = trace_summaries(model.labels_trace_[500:], X.shape[0])
     assert 0.5 * np.abs(k_est - k_exact).sum() > 0.05
+
+
+def test_sampled_scale_matches_exact_posterior():
+    """``NormalInverseWishart(psi="sample")``: the chain targets p(partition, s | X) with psi = s I and p(s) ~ 1/s.
+    Exact: each partition's weight integrated over log s on a grid; K, co-assignments and E[log s] from the
+    trace against it."""
+    X, fixed, alpha = CASES["gaussian"]
+    prior = conjoined.NormalInverseWishart(kappa=fixed.kappa, mean=fixed.mean, nu=fixed.nu, psi="sample")
+    fitted = prior.fitted(X)
+    assert fitted.sampled_scale
+    log_s = np.linspace(np.log(1e-5), np.log(1e5), 4001)
+    n = X.shape[0]
+    log_w, ks, coassign = [], [], []
+    for partition in set_partitions(list(range(n))):
+        lp = np.zeros_like(log_s)
+        c = np.zeros((n, n))
+        for members in partition:
+            stats = cluster_stats(X, members, True)
+            lp += np.log(alpha) + gammaln(len(members)) + np.array(
+                [fitted.with_scale(np.exp(t)).log_marginal(stats) for t in log_s])
+            c[np.ix_(members, members)] = 1
+        log_w.append(lp)  # p(s) ds = d log s: a uniform weight on the grid of log s
+        ks.append(len(partition))
+        coassign.append(c)
+    log_w = np.array(log_w)
+    joint = np.exp(log_w - log_w.max())
+    joint /= joint.sum()
+    p = joint.sum(axis=1)
+    k_exact = np.bincount(ks, weights=p, minlength=n + 1)
+    co_exact = np.tensordot(p, np.array(coassign), axes=1)
+    mean_log_s = float((joint.sum(axis=0) * log_s).sum())
+
+    model = conjoined.DPMM(alpha=alpha, prior=prior, n_iter=12000, burn_out=0, random_state=1, n_jobs=1).fit(X)
+    k_est, co_est = trace_summaries(model.labels_trace_[model.warmup_:], n)
+    assert 0.5 * np.abs(k_est - k_exact).sum() <= 0.05, (k_exact, k_est)
+    assert np.abs(co_est - co_exact).max() <= 0.05, (co_exact, co_est)
+    log_scale = np.log(model.psi_scale_trace_[model.warmup_:])
+    assert abs(log_scale.mean() - mean_log_s) <= 0.1 * log_scale.std(), (mean_log_s, log_scale.mean())
+    assert model.prior_.psi[0, 0] == model.psi_scale_trace_[-1]

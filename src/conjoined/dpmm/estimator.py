@@ -121,7 +121,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         Concentration of the Dirichlet process (larger: more clusters).
     prior : Multinomial, PoissonGamma, NormalInverseWishart or None, default=None
         Conjugate prior, which also fixes the likelihood. None picks ``Multinomial()`` for non-negative integer
-        data (dense or sparse) and ``NormalInverseWishart()`` (data-based defaults) otherwise.
+        data (dense or sparse) and ``NormalInverseWishart()`` (data-based defaults) otherwise; for embeddings,
+        ``NormalInverseWishart(psi="sample")`` samples the clusters' common scale with the partition.
     n_iter : int, default=100
         Sampler iterations.
     burn_out : int, default=15
@@ -184,7 +185,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration.
     n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration.
     time_trace_ : (n_iter,) seconds spent in each iteration.
-    prior_ : the prior used, with data-based defaults filled in.
+    prior_ : the prior used, with data-based defaults filled in (a sampled scale: its last draw).
+    psi_scale_trace_ : (n_iter,) float or None, the Normal-inverse-Wishart scale s (``psi = s I``) after each
+        iteration when it is sampled (``NormalInverseWishart(psi="sample")``), else None.
     n_features_in_ : int.
     feature_names_in_ : (n_features_in_,) object array of the column names, when X was a DataFrame with string
         column names (absent otherwise).
@@ -286,6 +289,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             "n_splits": np.empty(n_iter, np.int64),
             "n_merges": np.empty(n_iter, np.int64),
             "time": np.empty(n_iter),
+            "psi_scale": np.empty(n_iter) if prior.sampled_scale else None,
         }
         bar = progress_bar(n_iter, f"DPMM on {backend.n_points} points", self.verbose)
         try:
@@ -295,6 +299,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
                     start, state = 0, sampler.init(backend, settings.init_clusters, prior)
                 else:
                     start, state = resumed
+                    if traces["psi_scale"] is not None and start > 0:
+                        prior = prior.with_scale(traces["psi_scale"][start - 1])
                     bar.update(start)
                 for it in range(start, n_iter):
                     began = time.perf_counter()
@@ -310,6 +316,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
                         state, opened, closed = point_moves(state, backend, prior, settings.alpha, rng, POINT_MOVES)
                         n_splits += opened
                         n_merges += closed
+                    if prior.sampled_scale:
+                        prior = prior.resampled(state.stats.sum(axis=1), rng)
+                        traces["psi_scale"][it] = prior.psi[0, 0]
                     K = state.age.shape[0]
                     traces["n_clusters"][it] = K
                     traces["log_posterior"][it] = sampler.log_posterior(prior, settings.alpha,
@@ -343,6 +352,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         self.n_splits_trace_ = traces["n_splits"]
         self.n_merges_trace_ = traces["n_merges"]
         self.time_trace_ = traces["time"]
+        self.psi_scale_trace_ = traces["psi_scale"]
 
     def _log_joint(self, X):
         check_is_fitted(self, "labels_")
