@@ -416,6 +416,26 @@ def test_sampled_scale_is_scale_free_and_traced():
     np.testing.assert_allclose(small.psi_scale_trace_, unit.psi_scale_trace_ * 1e-6, rtol=1e-6)
     assert repr(unit.prior_) == "NormalInverseWishart(kappa=0.01, nu=5.0, psi='sample')"
     assert conjoined.DPMM(n_iter=5, random_state=0).fit(X).psi_scale_trace_ is None
+    # the fitted prior, given again, goes on sampling from its last scale
+    again = conjoined.DPMM(n_iter=5, random_state=0, prior=unit.prior_).fit(X)
+    assert again.psi_scale_trace_ is not None and again.prior_.scale_floor == unit.prior_.scale_floor
+
+
+@pytest.mark.parametrize("case", ["constant column", "repeated points"])
+def test_sampled_scale_on_data_in_a_flat_subspace_stops_at_its_floor(case):
+    """A constant column, or two points repeated: every cluster is flat in some direction, and p(s | X) would
+    pile up at s = 0; the scale stops at its floor and the fit ends with the right clusters."""
+    rng = np.random.default_rng(0)
+    if case == "constant column":
+        X = np.column_stack([rng.normal(size=(200, 2)) + np.repeat([[0.0, 0.0], [9.0, 9.0]], 100, axis=0),
+                             np.ones(200)])
+    else:
+        X = np.repeat([[0.0, 0.0], [5.0, 5.0]], 40, axis=0)
+    truth = np.repeat([0, 1], X.shape[0] // 2)
+    model = conjoined.DPMM(n_iter=40, random_state=0, prior=conjoined.NormalInverseWishart(psi="sample")).fit(X)
+    assert np.all(model.psi_scale_trace_ >= model.prior_.scale_floor)
+    assert np.all(model.psi_scale_trace_[-20:] <= 1.5 * model.prior_.scale_floor)  # held near it (start: 1000x)
+    assert normalized_mutual_info_score(truth, model.labels_) == pytest.approx(1.0)
 
 
 def test_sampled_scale_finds_the_cell_types_of_an_embedding():

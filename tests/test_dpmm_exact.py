@@ -104,7 +104,7 @@ def test_sampled_scale_matches_exact_posterior():
     prior = conjoined.NormalInverseWishart(kappa=fixed.kappa, mean=fixed.mean, nu=fixed.nu, psi="sample")
     fitted = prior.fitted(X)
     assert fitted.sampled_scale
-    log_s = np.linspace(np.log(1e-5), np.log(1e5), 4001)
+    log_s = np.linspace(np.log(fitted.scale_floor), np.log(1e5), 4001)  # p(s) ~ 1/s on s >= the floor
     n = X.shape[0]
     log_w, ks, coassign = [], [], []
     for partition in set_partitions(list(range(n))):
@@ -133,3 +133,28 @@ def test_sampled_scale_matches_exact_posterior():
     log_scale = np.log(model.psi_scale_trace_[model.warmup_:])
     assert abs(log_scale.mean() - mean_log_s) <= 0.1 * log_scale.std(), (mean_log_s, log_scale.mean())
     assert model.prior_.psi[0, 0] == model.psi_scale_trace_[-1]
+
+
+def test_sampled_scale_given_the_partition_follows_its_exact_conditional():
+    """In 3-d, the partition fixed: repeated draws of s against p(s | partition, X), integrated on a grid over
+    log s (the chain's check above is 1-d; this one holds the factor d of the Gamma shape)."""
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(size=(6, 3)), rng.normal(4.0, 0.5, size=(5, 3))])
+    fitted = conjoined.NormalInverseWishart(psi="sample").fitted(X)
+    clusters = [list(range(6)), list(range(6, 11))]
+    stats = [cluster_stats(X, members, True) for members in clusters]
+    log_s = np.linspace(np.log(fitted.scale_floor), np.log(1e4), 6001)
+    log_density = np.array([sum(fitted.with_scale(np.exp(t)).log_marginal(c) for c in stats) for t in log_s])
+    weights = np.exp(log_density - log_density.max())
+    weights /= weights.sum()
+    exact_mean = float((weights * log_s).sum())
+    exact_sd = float(np.sqrt((weights * (log_s - exact_mean) ** 2).sum()))
+    batch = SufficientStats(np.array([c.n for c in stats]), np.stack([c.s1 for c in stats]),
+                            np.stack([c.s2 for c in stats]))
+    prior, draws = fitted, []
+    for _ in range(20000):  # a chain: each draw of s is a Gibbs step from the last
+        prior = prior.resampled(batch, rng)
+        draws.append(np.log(prior.psi[0, 0]))
+    draws = np.array(draws[500:])
+    assert abs(draws.mean() - exact_mean) <= 0.1 * exact_sd, (draws.mean(), exact_mean)
+    assert abs(draws.std() - exact_sd) <= 0.1 * exact_sd, (draws.std(), exact_sd)

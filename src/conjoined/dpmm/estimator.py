@@ -182,7 +182,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     labels_trace_ : (n_iter, n_samples) int32 or None, labels after each iteration.
     warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.
-    log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration.
+    log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration (with a sampled scale: given
+        that iteration's s, without its prior).
     n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration.
     time_trace_ : (n_iter,) seconds spent in each iteration.
     prior_ : the prior used, with data-based defaults filled in (a sampled scale: its last draw).

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import gammaln
+from scipy.special import gammaincc, gammainccinv, gammaln
 
 from .._validation import check_positive
 from . import kernels
@@ -223,16 +223,18 @@ class NormalInverseWishart:
     ``psi="sample"`` makes the clusters' common scale a parameter of the model: ``psi = s I`` with the scale-free
     prior p(s) proportional to 1/s, started at the default above, and the sampler draws s with the partition
     (``resampled``: each cluster's Sigma_k from its posterior, then s | Sigma_1..K ~ Gamma(K nu d / 2, rate
-    sum_k tr(Sigma_k^-1) / 2); the chain targets p(partition, s | X)). For embeddings of tens of dimensions whose
-    clusters overlap, where a tenth of the data's spread cuts each cluster into many tight pieces: on pbmc68k's
-    50 principal components the posterior mode of K falls from 33-44 to 9-13 (10 cell types), NMI 0.53 -> 0.63-0.67
-    (``benchmarks/dpmm_embeddings.py``). Not the default: in few dimensions the learned scale is tight, and the
-    posterior sets points in the tails of well-separated clusters apart in clusters of their own (2-d, nine
-    clusters of 100 points: K of 10-11, with clusters of 1-3 points, in a third of the samples).
+    sum_k tr(Sigma_k^-1) / 2), truncated to s >= 1e-3 times the starting scale (``SCALE_FLOOR``): data in a flat
+    subspace, such as a constant column, would otherwise pull s to 0; the chain targets p(partition, s | X)). For
+    embeddings of tens of dimensions whose clusters overlap, where a tenth of the data's spread cuts each cluster
+    into many tight pieces: on pbmc68k's 50 principal components the posterior mode of K falls from 33-44 to 10-13
+    (10 cell types), NMI 0.53 -> 0.63-0.66 (``benchmarks/dpmm_embeddings.py``). Not the default: in few dimensions the learned scale is tight, and the
+    posterior sets points in the tails of well-separated clusters apart in clusters of their own, or cuts a cluster
+    in two (2-d, nine clusters of 100 points: K of 10 or more in 5-68% of the samples, seeds 0-2).
     """
 
     kind = "gaussian"
-    sampled_scale = False  # set on the fitted copy when psi is "sample"
+    # The sampled scale's floor, relative to the default scale it starts from (class docstring).
+    SCALE_FLOOR = 1e-3
 
     def __init__(self, kappa=0.01, mean=None, nu=None, psi=None):
         self.kappa = kappa
@@ -240,8 +242,14 @@ class NormalInverseWishart:
         self.nu = nu
         self.psi = psi
 
+    @property
+    def sampled_scale(self):
+        """Whether psi = s I with s sampled: ``psi="sample"``, or a fitted copy of such a prior (which holds the
+        current s in ``psi`` and the floor of s in ``scale_floor``)."""
+        return (isinstance(self.psi, str) and self.psi == "sample") or "scale_floor" in vars(self)
+
     def __repr__(self):
-        sampled = ", psi='sample'" if self.sampled_scale or (isinstance(self.psi, str) and self.psi == "sample") else ""
+        sampled = ", psi='sample'" if self.sampled_scale else ""
         return f"NormalInverseWishart(kappa={self.kappa!r}, nu={self.nu!r}{sampled})"
 
     def check_data(self, X):
@@ -267,10 +275,9 @@ class NormalInverseWishart:
         if not np.isfinite((kappa + n) * (nu + n)):  # the predictive's scale divides by kappa_n (nu_n - d + 1)
             raise ValueError(f"NormalInverseWishart kappa={kappa!r} or nu={nu!r} is too large: (kappa + n) x "
                              f"(nu + n) overflows for n = {n} points")
-        sampled_scale = isinstance(self.psi, str) and self.psi == "sample"
-        if isinstance(self.psi, str) and not sampled_scale:
+        if isinstance(self.psi, str) and self.psi != "sample":
             raise ValueError(f"NormalInverseWishart psi must be None, 'sample' or a (d, d) array, got {self.psi!r}")
-        if self.psi is None or sampled_scale:
+        if self.psi is None or isinstance(self.psi, str):
             variance = float(X.var(axis=0).mean()) if X.shape[0] > 1 else 1.0
             psi = max(nu - d - 1.0, 1.0) * (variance if variance > 0 else 1.0) * 0.1 * np.eye(d)
         else:
@@ -283,14 +290,16 @@ class NormalInverseWishart:
             raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not positive "
                              "definite") from None
         fitted = NormalInverseWishart(kappa=kappa, mean=mean, nu=nu, psi=psi)
-        fitted.sampled_scale = sampled_scale
+        if self.sampled_scale:
+            # A fitted sampled prior (a model's prior_) goes on from its current scale and keeps its floor.
+            fitted.scale_floor = vars(self).get("scale_floor", self.SCALE_FLOOR * float(psi[0, 0]))
         return fitted
 
     def with_scale(self, scale):
-        """A copy with ``psi = scale * I`` (a prior whose scale is sampled)."""
+        """A copy of a fitted prior whose scale is sampled, with ``psi = scale * I``."""
         copy = NormalInverseWishart(kappa=self.kappa, mean=self.mean, nu=self.nu,
                                     psi=float(scale) * np.eye(self.psi.shape[0]))
-        copy.sampled_scale = True
+        copy.scale_floor = self.scale_floor
         return copy
 
     def resampled(self, cluster_stats, rng):
@@ -302,7 +311,12 @@ class NormalInverseWishart:
         d = self.psi.shape[0]
         total_precision_trace = float(np.sum(chol_precision ** 2))  # sum_k tr(Sigma_k^-1), U^T U = Sigma^-1
         shape = cluster_stats.n.shape[0] * self.nu * d / 2.0
-        return self.with_scale(rng.gamma(shape, 2.0 / total_precision_trace))
+        rate = total_precision_trace / 2.0
+        # Gamma(shape, rate) truncated to s >= floor, by inverting its survival function: a uniform share of the
+        # mass above the floor. Where that mass underflows (data in a flat subspace pull s to 0), the floor.
+        above = gammaincc(shape, rate * self.scale_floor)
+        draw = gammainccinv(shape, above * (1.0 - rng.uniform())) / rate if above > 0 else self.scale_floor
+        return self.with_scale(max(draw, self.scale_floor))
 
     def posterior(self, stats):
         """``(kappa_n, mean_n, nu_n, psi_n)`` with batch shape; psi_n from the centred scatter."""
