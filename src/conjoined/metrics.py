@@ -129,9 +129,9 @@ def consensus_score(found, truth, *, similarity="jaccard"):
     """Hochreiter et al.'s consensus score of two sets of biclusters, as sklearn computes it; 0.0 if either set
     is empty.
 
-    The biclusters of ``found`` and ``truth`` are matched one to one (Hungarian algorithm) by ``similarity`` ("jaccard",
-    or a function of two biclusters' rows and columns), and the matched similarities summed and divided by the
-    larger set's size (:func:`sklearn.metrics.consensus_score`). The sets are checked as for
+    The biclusters of ``found`` and ``truth`` are matched one to one (Hungarian algorithm) by ``similarity``
+    ("jaccard", or a function of two biclusters' rows and columns), and the matched similarities summed and
+    divided by the larger set's size (:func:`sklearn.metrics.consensus_score`). The sets are checked as for
     :func:`jaccard_score`; sklearn refuses an empty set, which a fit that finds no bicluster gives.
 
     Returns

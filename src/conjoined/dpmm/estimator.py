@@ -300,7 +300,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
                     start, state = 0, sampler.init(backend, settings.init_clusters, prior)
                 else:
                     start, state = resumed
-                    if traces["psi_scale"] is not None and start > 0:
+                    if traces["psi_scale"] is not None:  # a checkpoint holds at least one iteration
                         prior = prior.with_scale(traces["psi_scale"][start - 1])
                     bar.update(start)
                 for it in range(start, n_iter):
@@ -317,13 +317,13 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
                         state, opened, closed = point_moves(state, backend, prior, settings.alpha, rng, POINT_MOVES)
                         n_splits += opened
                         n_merges += closed
+                    cluster_stats = state.stats.sum(axis=1)
                     if prior.sampled_scale:
-                        prior = prior.resampled(state.stats.sum(axis=1), rng)
+                        prior = prior.resampled(cluster_stats, rng)
                         traces["psi_scale"][it] = prior.psi[0, 0]
                     K = state.age.shape[0]
                     traces["n_clusters"][it] = K
-                    traces["log_posterior"][it] = sampler.log_posterior(prior, settings.alpha,
-                                                                        state.stats.sum(axis=1))
+                    traces["log_posterior"][it] = sampler.log_posterior(prior, settings.alpha, cluster_stats)
                     traces["n_splits"][it] = n_splits
                     traces["n_merges"][it] = n_merges
                     traces["time"][it] = time.perf_counter() - began

@@ -228,9 +228,10 @@ class NormalInverseWishart:
     embeddings of tens of dimensions whose clusters overlap, where a tenth of the data's spread cuts each cluster
     into many tight pieces: on pbmc68k's 50 principal components the posterior mode of K falls from 33-44 to 10-13
     (10 cell types), NMI 0.53 -> 0.63-0.66, and on a 50-d mixture of 15 well-separated clusters it finds the 15
-    where the default scale's posterior merges them into 7-8 (``benchmarks/dpmm_embeddings.py``). Not the default: in few dimensions the learned scale is tight, and the
-    posterior sets points in the tails of well-separated clusters apart in clusters of their own, or cuts a cluster
-    in two (2-d, nine clusters of 100 points: K of 10 or more in 5-68% of the samples, seeds 0-2).
+    where the default scale's posterior merges them into 7-8 (``benchmarks/dpmm_embeddings.py``). Not the
+    default: in few dimensions the learned scale is tight, and the posterior sets points in the tails of
+    well-separated clusters apart in clusters of their own, or cuts a cluster in two (2-d, nine clusters of 100
+    points: K of 10 or more in 5-68% of the samples, seeds 0-2).
     """
 
     kind = "gaussian"
