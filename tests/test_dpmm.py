@@ -561,27 +561,58 @@ def test_count_split_merge_kernel_makes_the_generic_moves(prior_name):
     assert np.array_equal(fast.stats.sum(axis=1).n, np.bincount(labels, minlength=K))
 
 
-@pytest.mark.parametrize("prior_name", ["multinomial", "poisson"])
-def test_count_point_moves_kernel_makes_the_generic_moves(prior_name):
-    """The fused kernel of the single-point moves and the generic path (log marginal differences), from the same
-    state and draws, give the same labels and statistics."""
+@pytest.mark.parametrize("prior_name", ["multinomial", "poisson", "gaussian"])
+def test_point_moves_kernels_make_the_generic_moves(prior_name):
+    """The fused kernel of the single-point moves (for the Gaussian prior, Cholesky factors updated by rank one)
+    and the generic path (log marginal differences), from the same state and draws, give the same labels and
+    statistics, while clusters open and close."""
     from conjoined.dpmm import point_moves
-    _, prior, fast_backend, fast = count_state(prior_name, 4, K=6)
-    _, _, generic_backend, generic = count_state(prior_name, 4, K=6)
+    if prior_name == "gaussian":
+        (_, prior, fast_backend, fast), (_, _, generic_backend, generic) = (sampler_setup(True, 4, 180, 1, 12)
+                                                                            for _ in range(2))
+        alpha, n_moves = 30.0, 40
+    else:
+        (_, prior, fast_backend, fast), (_, _, generic_backend, generic) = (count_state(prior_name, 4, K=6)
+                                                                            for _ in range(2))
+        alpha, n_moves = 2.0, 20
     opened = closed = 0
     for seed in range(30):
-        fast, o, c = point_moves.point_moves(fast, fast_backend, prior, 2.0, np.random.default_rng(seed), 20)
-        draws = point_moves._draw_points(generic_backend.n_points, 20, np.random.default_rng(seed))
-        stats, n_slots = point_moves._point_moves_numpy(generic, generic_backend, prior, 2.0, *draws)
+        fast, o, c = point_moves.point_moves(fast, fast_backend, prior, alpha, np.random.default_rng(seed), n_moves)
+        draws = point_moves._draw_points(generic_backend.n_points, n_moves, np.random.default_rng(seed))
+        stats, n_slots = point_moves._point_moves_numpy(generic, generic_backend, prior, alpha, *draws)
         K = generic.age.shape[0]
         generic = sampler.DPMMState(stats, np.ones(stats.n.shape[0], np.int64), np.ones(stats.n.shape[0], bool))
         assert (o, c) == (n_slots - K, n_slots - stats.n.shape[0])
         opened, closed = opened + o, closed + c
         assert np.array_equal(fast_backend.all_labels(), generic_backend.all_labels())
         np.testing.assert_array_equal(fast.stats.n, generic.stats.n)
-        np.testing.assert_array_equal(fast.stats.s1, generic.stats.s1)
+        if prior_name == "gaussian":  # sums of floats, added in other orders
+            np.testing.assert_allclose(fast.stats.s1, generic.stats.s1, rtol=1e-12, atol=1e-9)
+            np.testing.assert_allclose(fast.stats.s2, generic.stats.s2, rtol=1e-12, atol=1e-9)
+        else:
+            np.testing.assert_array_equal(fast.stats.s1, generic.stats.s1)
     assert opened > 0 and closed > 0, (opened, closed)
 
+
+def test_niw_draws_have_the_posterior_moments():
+    """Batched draws of (mu, precision) from one NIW posterior: E[precision] = nu_n Psi_n^-1, Var of its diagonal
+    2 nu_n (Psi_n^-1)_ii^2, E[mu] = mean_n and Cov(mu) = Psi_n / (kappa_n (nu_n - d - 1))."""
+    d, draws = 3, 20000
+    psi_n = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.3], [0.0, 0.3, 1.5]])
+    kappa_n, nu_n, mean_n = 2.0, 8.0, np.array([1.0, -2.0, 0.5])
+    posterior = (np.full(draws, kappa_n), np.tile(mean_n, (draws, 1)), np.full(draws, nu_n),
+                 np.tile(psi_n, (draws, 1, 1)))
+    prior = conjoined.NormalInverseWishart(kappa=1.0, nu=5.0)
+    mu, chol_prec, log_det = prior.sample(posterior, np.random.default_rng(0))
+    assert np.allclose(np.tril(chol_prec, -1), 0.0)
+    precision = np.swapaxes(chol_prec, -1, -2) @ chol_prec
+    np.testing.assert_allclose(log_det, 0.5 * np.linalg.slogdet(precision)[1], rtol=1e-10)
+    scale = np.linalg.inv(psi_n)
+    np.testing.assert_allclose(precision.mean(axis=0), nu_n * scale, atol=0.15)  # nu off by one: 1.2
+    np.testing.assert_allclose(precision[:, np.arange(d), np.arange(d)].var(axis=0),
+                               2 * nu_n * np.diag(scale) ** 2, rtol=0.06)
+    np.testing.assert_allclose(mu.mean(axis=0), mean_n, atol=0.015)
+    np.testing.assert_allclose(np.cov(mu.T), psi_n / (kappa_n * (nu_n - d - 1)), atol=0.012)
 
 def test_count_split_merge_kernel_on_clusters_of_one_and_two_points():
     """Proposals whose clusters hold one or two points (no other point to allocate) are decided like the

@@ -1,6 +1,6 @@
-"""numba kernels of the sampler: its one pass over the data, the exact moves' allocations and, for count priors,
-the driver's maths of an iteration (parameter draws, split/merge proposals, single-point moves), fused so that an
-iteration on small data is a handful of calls rather than dozens of numpy ones.
+"""numba kernels of the sampler: its one pass over the data, the exact moves' allocations, the single-point
+moves and, for count priors, the rest of the driver's maths of an iteration (parameter draws, split/merge
+proposals), fused so that an iteration on small data is a handful of calls rather than dozens of numpy ones.
 
 Each ``assign_*`` kernel fuses, for every point: the scores under the K clusters, the draw of its label, the
 scores under its own cluster's two sub-clusters, the draw of its sub-label, and the accumulation of the
@@ -603,6 +603,114 @@ def gaussian_sequential_allocation(X, kappa, mean, nu, chol_psi, anchors, order,
     return log_q, side, counts, sums, outer
 
 
+
+@njit(cache=True, nogil=True)
+def _kept_slots(counts, n_clusters):
+    """After single-point moves: each of the ``n_clusters`` cluster slots used, its index among the non-empty ones
+    (-1: emptied, dropped)."""
+    mapping = np.full(n_clusters, -1, np.int64)
+    kept = 0
+    for k in range(n_clusters):
+        if counts[k] > 0.0:
+            mapping[k] = kept
+            kept += 1
+    return mapping
+
+
+@njit(cache=True, nogil=True)
+def _whole_in_slot_0(values, mapping):
+    """A statistic ``values`` (C, ...) of the slots kept by ``mapping`` as (K', 2, ...) sub-cluster statistics,
+    each cluster whole in slot 0."""
+    out = np.zeros((mapping.max() + 1, 2) + values.shape[1:])
+    for k in range(mapping.shape[0]):
+        if mapping[k] >= 0:
+            out[mapping[k], 0] = values[k]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _niw_posterior_into(kappa, mean, psi, n, s1, s2, mean_n, chol_n):
+    """A cluster's NIW posterior from its statistics (``n``, ``s1`` (d,), ``s2`` (d, d)): fills ``mean_n`` and
+    ``chol_n`` (the Cholesky factor of Psi_n, from the centred scatter) and returns kappa_n."""
+    d = s1.shape[0]
+    kappa_n = kappa + n
+    safe_n = n if n > 0.0 else 1.0
+    shrink = kappa * n / kappa_n
+    for a in range(d):
+        mean_n[a] = (kappa * mean[a] + s1[a]) / kappa_n
+    for a in range(d):
+        xbar_a = s1[a] / safe_n
+        for b in range(a + 1):
+            xbar_b = s1[b] / safe_n
+            value = psi[a, b] + s2[a, b] - n * xbar_a * xbar_b + shrink * (xbar_a - mean[a]) * (xbar_b - mean[b])
+            chol_n[a, b] = value
+            chol_n[b, a] = value
+    chol_n[:, :] = np.linalg.cholesky(chol_n)
+    return kappa_n
+
+
+@njit(cache=True, nogil=True)
+def gaussian_point_moves_at(X, labels, order, u, kappa, mean, nu, chol_psi, alpha, sub_n, sub_s1, sub_s2):
+    """``point_moves.point_moves`` for dense Gaussian points under a NIW prior: the collapsed Gibbs updates of the
+    points whose rows are ``X`` (m, d) and clusters ``labels`` (m,), in ``order``, drawn with ``u``, in a state
+    whose sub-cluster statistics are ``sub_n`` (K, 2), ``sub_s1`` (K, 2, d) and ``sub_s2`` (K, 2, d, d).
+
+    Each cluster keeps its posterior with Psi_n as a Cholesky factor: a point's predictives cost O(K d^2), the
+    cluster it joins a rank-one update and the cluster it leaves one O(d^3) factorisation (from its statistics,
+    so rounding does not build up). Returns ``(labels, mapping (C,), n (K', 2), s1 (K', 2, d), s2 (K', 2, d, d),
+    C)`` as ``count_point_moves_at``.
+    """
+    K = sub_n.shape[0]
+    m, d = X.shape
+    C = K + m
+    psi = chol_psi @ chol_psi.T
+    counts = np.zeros(C)
+    sums = np.zeros((C, d))
+    outer = np.zeros((C, d, d))
+    kappa_n = np.full(C, kappa)
+    mean_n = np.empty((C, d))
+    chol_n = np.empty((C, d, d))
+    for k in range(C):
+        mean_n[k] = mean
+        chol_n[k] = chol_psi
+    for k in range(K):
+        counts[k] = sub_n[k, 0] + sub_n[k, 1]
+        sums[k] = sub_s1[k, 0] + sub_s1[k, 1]
+        outer[k] = sub_s2[k, 0] + sub_s2[k, 1]
+        kappa_n[k] = _niw_posterior_into(kappa, mean, psi, counts[k], sums[k], outer[k], mean_n[k], chol_n[k])
+    log_p = np.empty(C)
+    work = np.empty(d)
+    n_clusters = K
+    for t in order:
+        x = X[t]
+        old = labels[t]
+        counts[old] -= 1.0
+        for a in range(d):
+            sums[old, a] -= x[a]
+            for b in range(d):
+                outer[old, a, b] -= x[a] * x[b]
+        kappa_n[old] = _niw_posterior_into(kappa, mean, psi, counts[old], sums[old], outer[old], mean_n[old],
+                                           chol_n[old])
+        for k in range(n_clusters + 1):
+            if k < n_clusters and counts[k] == 0.0:
+                log_p[k] = -np.inf
+                continue
+            weight = math.log(counts[k]) if k < n_clusters else math.log(alpha)
+            log_p[k] = weight + _niw_log_predictive(x, kappa_n[k], mean_n[k], nu + counts[k], chol_n[k], work)
+        new = _draw(log_p[:n_clusters + 1], u[t])
+        if new == n_clusters:
+            n_clusters += 1
+        labels[t] = new
+        counts[new] += 1.0
+        for a in range(d):
+            sums[new, a] += x[a]
+            for b in range(d):
+                outer[new, a, b] += x[a] * x[b]
+        kappa_n[new] = _niw_add_point(x, kappa_n[new], mean_n[new], chol_n[new], work)
+    mapping = _kept_slots(counts, n_clusters)
+    return (labels, mapping, _whole_in_slot_0(counts, mapping), _whole_in_slot_0(sums, mapping),
+            _whole_in_slot_0(outer, mapping), n_clusters)
+
 # --- Driver-side maths of count priors (``sampler.py``, ``sams.py``, ``point_moves.py``) ---------------------
 # On small data an iteration is a few dozen numpy calls on arrays of a few dozen values, and their per-call costs
 # are most of its time; these kernels do the same maths for count priors in one call each, drawing from the
@@ -745,19 +853,8 @@ def count_point_moves_at(indptr, indices, data, all_labels, index, order, u, kin
             totals[k] += sums[k, f]
     n_clusters = count_point_moves(rows[0], rows[1], rows[2], kind, hyper, alpha, labels, counts, totals, sums, K,
                                    order, u)
-    mapping = np.full(n_clusters, -1, np.int64)
-    kept = 0
-    for k in range(n_clusters):
-        if counts[k] > 0.0:
-            mapping[k] = kept
-            kept += 1
-    out_n = np.zeros((kept, 2))
-    out_sums = np.zeros((kept, 2, d))
-    for k in range(n_clusters):
-        if mapping[k] >= 0:
-            out_n[mapping[k], 0] = counts[k]
-            out_sums[mapping[k], 0] = sums[k]
-    return labels, mapping, out_n, out_sums, n_clusters
+    mapping = _kept_slots(counts, n_clusters)
+    return labels, mapping, _whole_in_slot_0(counts, mapping), _whole_in_slot_0(sums, mapping), n_clusters
 
 
 # Weights of the second point's three sources in a split/merge proposal (``sams.py``): uniform, the first point's

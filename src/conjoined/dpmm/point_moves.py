@@ -5,7 +5,7 @@ its pair of points at random, so a stray small cluster (a singleton left by warm
 drawn at random, one after the other, leave their cluster and rejoin cluster k with probability proportional to
 ``N_k m(x | X_k)`` (statistics without the point) or open a cluster of their own with ``alpha m(x)``: exact Gibbs
 updates of the partition, which close and open small clusters directly. A few points per iteration cost little:
-O(K x the point's non-zeros) for counts, O(K d^3) for the Gaussian prior.
+O(K x the point's non-zeros) for counts, O(K d^2 + d^3) for the Gaussian prior.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from .sampler import DPMMState
 
 def _point_moves_numpy(state, backend, prior, alpha, index, order, u):
     """The Gibbs updates of the points ``index`` (sorted) in ``order`` for any prior, applied to the backend; the
-    predictives are differences of log marginals (the Gaussian prior's path; the count kernel is tested against
-    it). Returns the statistics of the clusters left (each whole in sub-cluster slot 0) and the number of cluster
+    predictives are differences of log marginals (the reference the count and Gaussian kernels are tested
+    against). Returns the statistics of the clusters left (each whole in sub-cluster slot 0) and the number of cluster
     slots used."""
     X = backend.rows_at(index)
     if isinstance(X, SparseRows):
@@ -96,6 +96,14 @@ def point_moves(state, backend, prior, alpha, rng, n_moves):
         )
         backend.update([], mapping, moved=(index, labels))
         new_stats = SufficientStats(counts, sums)
+    elif prior.kind == "gaussian":
+        rows = np.ascontiguousarray(backend.rows_at(index), dtype=np.float64)
+        labels, mapping, counts, sums, outer, n_clusters = kernels.gaussian_point_moves_at(
+            rows, backend.labels_at(index).astype(np.int64), order, u, *prior.kernel_args(rows.shape[1]),
+            float(alpha), *(np.ascontiguousarray(a, dtype=np.float64) for a in state.stats),
+        )
+        backend.update([], mapping, moved=(index, labels))
+        new_stats = SufficientStats(counts, sums, outer)
     else:
         new_stats, n_clusters = _point_moves_numpy(state, backend, prior, alpha, index, order, u)
     n_kept = new_stats.n.shape[0]

@@ -351,19 +351,25 @@ class NormalInverseWishart:
         )
 
     def sample(self, posterior, rng):
-        """Returns ``(mu (*B, d), U (*B, d, d) upper-triangular with U^T U = precision, log|U| (*B,))``."""
+        """Returns ``(mu (*B, d), U (*B, d, d) upper-triangular with U^T U = precision, log|U| (*B,))``.
+
+        The precision is Wishart(nu_n, Psi_n^-1) by the Bartlett decomposition: ``L A`` is the Cholesky factor
+        of the draw ``L A A^T L^T`` (L that of Psi_n^-1, A lower-triangular with chi diagonal and normal entries
+        below). The random numbers are drawn cluster by cluster, the linear algebra done for the whole batch."""
         kappa_n, mean_n, nu_n, psi_n = posterior
         batch = kappa_n.shape
         d = psi_n.shape[-1]
-        mu = np.empty(batch + (d,))
-        chol_prec = np.empty(batch + (d, d))
+        bartlett = np.zeros(batch + (d, d))
+        eps = np.empty(batch + (d,))
+        below = np.tril_indices(d, -1)
         for idx in np.ndindex(*batch):
-            precision = _sample_wishart(rng, nu_n[idx], np.linalg.inv(psi_n[idx]))
-            lower = np.linalg.cholesky(precision)
-            chol_prec[idx] = lower.T
-            # mu ~ N(mean_n, (kappa_n precision)^-1): solve U z = eps / sqrt(kappa_n)
-            eps = rng.standard_normal(d) / np.sqrt(kappa_n[idx])
-            mu[idx] = mean_n[idx] + np.linalg.solve(lower.T, eps)
+            bartlett[idx][np.diag_indices(d)] = np.sqrt(rng.chisquare(nu_n[idx] - np.arange(d)))
+            bartlett[idx][below] = rng.standard_normal(d * (d - 1) // 2)
+            eps[idx] = rng.standard_normal(d)
+        lower = np.linalg.cholesky(np.linalg.inv(psi_n)) @ bartlett
+        chol_prec = np.swapaxes(lower, -1, -2)
+        # mu ~ N(mean_n, (kappa_n precision)^-1): solve U z = eps / sqrt(kappa_n)
+        mu = mean_n + np.linalg.solve(chol_prec, (eps / np.sqrt(kappa_n)[..., None])[..., None])[..., 0]
         log_det = np.log(np.diagonal(chol_prec, axis1=-2, axis2=-1)).sum(axis=-1)
         return mu, chol_prec, log_det
 
@@ -403,17 +409,6 @@ def log_multigamma(a, d):
     """log Gamma_d(a) = d(d-1)/4 log(pi) + sum_{j<d} lgamma(a - j/2), elementwise over the array ``a``."""
     a = np.asarray(a, dtype=np.float64)
     return 0.25 * d * (d - 1) * np.log(np.pi) + gammaln(a[..., None] - 0.5 * np.arange(d)).sum(axis=-1)
-
-
-def _sample_wishart(rng, df, scale):
-    """One Wishart(df, scale) draw by the Bartlett decomposition."""
-    d = scale.shape[0]
-    chol = np.linalg.cholesky(scale)
-    a = np.zeros((d, d))
-    a[np.diag_indices(d)] = np.sqrt(rng.chisquare(df - np.arange(d)))
-    a[np.tril_indices(d, -1)] = rng.standard_normal(d * (d - 1) // 2)
-    la = chol @ a
-    return la @ la.T
 
 
 def default_prior(X):
