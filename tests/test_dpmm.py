@@ -605,6 +605,7 @@ def test_niw_draws_have_the_posterior_moments():
     prior = conjoined.NormalInverseWishart(kappa=1.0, nu=5.0)
     mu, chol_prec, log_det = prior.sample(posterior, np.random.default_rng(0))
     assert np.allclose(np.tril(chol_prec, -1), 0.0)
+    assert chol_prec.flags.c_contiguous  # else numba compiles the pass for strided arrays, and warns
     precision = np.swapaxes(chol_prec, -1, -2) @ chol_prec
     np.testing.assert_allclose(log_det, 0.5 * np.linalg.slogdet(precision)[1], rtol=1e-10)
     scale = np.linalg.inv(psi_n)

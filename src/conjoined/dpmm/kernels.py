@@ -61,7 +61,7 @@ def _draw(log_p, u):
     acc = 0.0
     for k in range(log_p.shape[0]):
         acc += np.exp(log_p[k] - top)
-        if acc >= target:
+        if acc > target:  # strictly: u = 0 must not pick a leading slot of probability 0
             return k
     for k in range(log_p.shape[0] - 1, -1, -1):
         if log_p[k] > -np.inf:
@@ -656,9 +656,11 @@ def gaussian_point_moves_at(X, labels, order, u, kappa, mean, nu, chol_psi, alph
     whose sub-cluster statistics are ``sub_n`` (K, 2), ``sub_s1`` (K, 2, d) and ``sub_s2`` (K, 2, d, d).
 
     Each cluster keeps its posterior with Psi_n as a Cholesky factor: a point's predictives cost O(K d^2), the
-    cluster it joins a rank-one update and the cluster it leaves one O(d^3) factorisation (from its statistics,
-    so rounding does not build up). Returns ``(labels, mapping (C,), n (K', 2), s1 (K', 2, d), s2 (K', 2, d, d),
-    C)`` as ``count_point_moves_at``.
+    cluster it joins a rank-one update and the cluster it leaves one O(d^3) factorisation from its statistics, so
+    that rounding does not build up over the moves (Psi_n comes from raw sums, as in the generic path: data far
+    from the origin relative to their spread, 1e6 times, lose precision in both). Returns ``(labels, mapping,
+    n (K', 2), s1 (K', 2, d), s2 (K', 2, d, d), n_clusters)`` as ``count_point_moves_at``: ``mapping`` has an
+    entry for each of the ``n_clusters`` cluster slots used.
     """
     K = sub_n.shape[0]
     m, d = X.shape
@@ -689,8 +691,9 @@ def gaussian_point_moves_at(X, labels, order, u, kappa, mean, nu, chol_psi, alph
             sums[old, a] -= x[a]
             for b in range(d):
                 outer[old, a, b] -= x[a] * x[b]
-        kappa_n[old] = _niw_posterior_into(kappa, mean, psi, counts[old], sums[old], outer[old], mean_n[old],
-                                           chol_n[old])
+        if counts[old] > 0.0:  # an emptied cluster is never scored again; its left-over rounding could fail
+            kappa_n[old] = _niw_posterior_into(kappa, mean, psi, counts[old], sums[old], outer[old], mean_n[old],
+                                               chol_n[old])
         for k in range(n_clusters + 1):
             if k < n_clusters and counts[k] == 0.0:
                 log_p[k] = -np.inf

@@ -367,7 +367,7 @@ class NormalInverseWishart:
             bartlett[idx][below] = rng.standard_normal(d * (d - 1) // 2)
             eps[idx] = rng.standard_normal(d)
         lower = np.linalg.cholesky(np.linalg.inv(psi_n)) @ bartlett
-        chol_prec = np.swapaxes(lower, -1, -2)
+        chol_prec = np.ascontiguousarray(np.swapaxes(lower, -1, -2))  # the pass's kernels take C order
         # mu ~ N(mean_n, (kappa_n precision)^-1): solve U z = eps / sqrt(kappa_n)
         mu = mean_n + np.linalg.solve(chol_prec, (eps / np.sqrt(kappa_n)[..., None])[..., None])[..., 0]
         log_det = np.log(np.diagonal(chol_prec, axis1=-2, axis2=-1)).sum(axis=-1)
