@@ -161,6 +161,27 @@ def test_biclusters_into_given_axes_and_without_biclusters(tmp_path, case2):
     assert _saved_png_shape(figure, tmp_path / "two.png", dpi=50) == (250, 600)
 
 
+
+@pytest.mark.parametrize("max_biclusters, marked", [(None, 14), (14, 14), (10, 10), (3, 3)])
+def test_biclusters_the_strongest_marked(max_biclusters, marked):
+    """14 one-row biclusters: the first ``max_biclusters`` (CDP's strongest) get a legend entry, the title says how
+    many of all; bad values are refused."""
+    X = np.arange(14 * 6, dtype=float).reshape(14, 6)
+    labels = np.arange(14)
+    rows, columns = np.eye(14, dtype=bool), np.ones((14, 6), bool)
+    figure = plot_biclusters(X, _model(labels, np.zeros(6, int), rows, columns), max_biclusters=max_biclusters)
+    entries = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert entries == [f"bicluster {b}: 1 rows x 6 columns ({b}, {b})" for b in range(marked)]
+    assert _title(figure) == ("14 x 6 matrix, 14 bicluster(s)" if marked == 14 else
+                              f"14 x 6 matrix, 14 biclusters, the {marked} strongest marked")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
+def test_biclusters_bad_max_biclusters(bad, case2):
+    X, model = case2
+    with pytest.raises(ValueError, match="max_biclusters must be an integer >= 1"):
+        plot_biclusters(X, model, max_biclusters=bad)
+
 def test_biclusters_shape_mismatch(case2):
     X, model = case2
     with pytest.raises(ValueError, match="row labels"):

@@ -550,32 +550,13 @@ def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=P
     The heatmap outlines the ``HEATMAP_MAX_BICLUSTERS`` strongest biclusters (all are in biclusters.json).
     """
     plt = _pyplot()
-    n_biclusters = len(model.bicluster_pairs_)
-    heatmap_model, heatmap_title = model, None
-    if n_biclusters > HEATMAP_MAX_BICLUSTERS:
-        # past ~10, outlines and legend entries hide each other and the drawing gets slow
-        heatmap_model = SimpleNamespace(
-            row_labels_=model.row_labels_,
-            column_labels_=model.column_labels_,
-            block_row_labels_=model.block_row_labels_,
-            block_column_labels_=model.block_column_labels_,
-            rows_=model.rows_[:HEATMAP_MAX_BICLUSTERS],
-            columns_=model.columns_[:HEATMAP_MAX_BICLUSTERS],
-            **{name: getattr(model, name)[:HEATMAP_MAX_BICLUSTERS]
-               for name in ("bicluster_pairs_", "bicluster_row_clusters_", "bicluster_column_clusters_")
-               if hasattr(model, name)},
-        )
-        heatmap_title = (
-            f"{X.shape[0]} x {X.shape[1]} matrix, {n_biclusters} biclusters: the "
-            f"{HEATMAP_MAX_BICLUSTERS} strongest shown"
-        )
     drawers = {
         "heatmap": lambda: plot_biclusters(
             X,
-            heatmap_model,
+            model,
             row_names=row_names,
             column_names=column_names,
-            title=heatmap_title,
+            max_biclusters=HEATMAP_MAX_BICLUSTERS,
             figsize=_heatmap_figsize(X.shape[0]),
         ),
         "k_trace": lambda: plot_k_trace(model),

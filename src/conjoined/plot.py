@@ -14,6 +14,8 @@ import itertools
 import numpy as np
 import scipy.sparse as sp
 
+from ._validation import check_int
+
 __all__ = ["block_label", "plot_biclusters", "plot_k_trace", "plot_membership", "plot_theta"]
 
 _MAX_NAMED_TICKS = 100
@@ -124,6 +126,7 @@ def plot_biclusters(
     row_names=None,
     column_names=None,
     max_bins=2000,
+    max_biclusters=10,
     cmap="Greys",
     figsize=(9.0, 6.5),
     title=None,
@@ -151,6 +154,9 @@ def plot_biclusters(
         Tick labels when at most 100 are shown; otherwise the ticks name the clusters.
     max_bins : int
         Most image rows/columns drawn per axis.
+    max_biclusters : int or None, default=10
+        Most biclusters marked: the first ones, which for CDP are the strongest (past about ten, outlines and
+        legend entries hide each other). None: all.
     cmap : str
     figsize : (float, float)
         Size of a new figure (inches).
@@ -172,9 +178,13 @@ def plot_biclusters(
             f"X has shape {X.shape} but the model has {row_labels.size} row labels and {column_labels.size} "
             "column labels"
         )
+    if max_biclusters is not None:
+        max_biclusters = check_int(max_biclusters, "max_biclusters", minimum=1)
     bicluster_rows = np.asarray(model.rows_, dtype=bool).reshape(-1, n_rows)
     bicluster_columns = np.asarray(model.columns_, dtype=bool).reshape(-1, n_cols)
-    n_biclusters = len(bicluster_rows)
+    n_found = len(bicluster_rows)
+    n_biclusters = n_found if max_biclusters is None else min(n_found, max_biclusters)
+    bicluster_rows, bicluster_columns = bicluster_rows[:n_biclusters], bicluster_columns[:n_biclusters]
     new_figure = ax is None
     figure, ax, column_strip, row_strip, colorbar_place = _heatmap_axes(ax, figsize, n_biclusters)
 
@@ -223,7 +233,9 @@ def plot_biclusters(
     ax.set_ylabel("rows, sorted by row cluster")
     ax.set_xlabel("columns, sorted by column cluster")
     if title is None:
-        title = f"{n_rows} x {n_cols} matrix, {n_biclusters} bicluster(s)"
+        title = f"{n_rows} x {n_cols} matrix, {n_found} bicluster(s)"
+        if n_biclusters < n_found:
+            title = f"{n_rows} x {n_cols} matrix, {n_found} biclusters, the {n_biclusters} strongest marked"
         if is_binned:
             title += f" (shown as {image.shape[0]} x {image.shape[1]} bins)"
     (ax if column_strip is None else column_strip).set_title(title)
