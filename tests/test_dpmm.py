@@ -405,6 +405,27 @@ def test_gaussian_data_of_small_scale_is_clustered_as_at_unit_scale():
     np.testing.assert_array_equal(conjoined.DPMM(**params).fit(X * 1e-10).labels_, unit.labels_)
 
 
+
+@pytest.mark.parametrize("psi", [None, "sample"])
+def test_gaussian_data_far_from_the_origin_are_clustered_as_near_it(psi):
+    """The data are centred for the fit (raw sums of squares of points 1e9 from the origin keep no digit of their
+    spread: this failed in a Cholesky before) and the results moved back. Adding the offset rounds the points by
+    about 1e-7, so the chains are not bitwise the same: the clusters, their means, the prior's mean and the
+    predictions are, moved by the offset."""
+    X, truth = gaussian_mixture(0, n=180, K=4)
+    offset = np.array([1e8, -3e9])
+    prior = conjoined.NormalInverseWishart(psi=psi)
+    near = conjoined.DPMM(n_iter=30, random_state=0, prior=prior).fit(X)
+    far = conjoined.DPMM(n_iter=30, random_state=0, prior=prior).fit(X + offset)
+    assert near.n_clusters_ == far.n_clusters_ == 4
+    assert normalized_mutual_info_score(truth, near.labels_) == normalized_mutual_info_score(truth, far.labels_) == 1
+    same = [near.labels_[far.labels_ == k][0] for k in range(4)]  # far cluster k is near cluster same[k]
+    np.testing.assert_allclose(far.cluster_params_["mean"] - offset, near.cluster_params_["mean"][same], atol=1e-3)
+    np.testing.assert_allclose(far.prior_.mean - offset, near.prior_.mean, atol=1e-5)
+    np.testing.assert_array_equal(far.predict(X + offset), far.labels_)
+    np.testing.assert_allclose(far.predict_proba(X + offset).max(axis=1), near.predict_proba(X).max(axis=1), atol=1e-6)
+
+
 def test_sampled_scale_is_scale_free_and_traced():
     """psi="sample": the same labels for data scaled by 1e-3, the scale's trace scaled by 1e-6, and a fixed psi
     has no trace."""

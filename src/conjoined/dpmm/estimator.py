@@ -225,10 +225,19 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         prior.check_data(raw)
         prior = prior.fitted(raw)
         if prior.kind == "counts":
-            data = raw if sp.issparse(raw) else sp.csr_matrix(raw)
-        else:
-            data = raw
-        return data, prior
+            return (raw if sp.issparse(raw) else sp.csr_matrix(raw)), prior, None
+        # Centred: the Gaussian statistics are raw sums, and data far from the origin relative to their spread lose
+        # precision in s2 - n xbar xbar^T and in the pass's float32 copy. Every likelihood and posterior moves with
+        # a translation of the data and the prior's mean; fit moves the results back (_translate_results).
+        shift = raw.mean(axis=0)
+        return raw - shift, prior.translated(-shift), shift
+
+    def _translate_results(self, shift):
+        """Move the results of a fit on data centred by ``-shift`` (Gaussian prior) back to the data's place."""
+        self.prior_ = self.prior_.translated(shift)
+        self.cluster_params_["mean"] = self.cluster_params_["mean"] + shift
+        mu, chol_precision, log_det = self._expected_params
+        self._expected_params = (mu + shift, chol_precision, log_det)
 
     @unwrapping_interruptions
     def fit(self, X, y=None):
@@ -254,7 +263,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             raise ValueError('client and address are for backend="dask"; backend is "local"')
         if self.client is not None and self.address is not None:
             raise ValueError("give either client or address, not both")
-        data, prior = self._validate_data_and_prior(X)
+        data, prior, shift = self._validate_data_and_prior(X)
         record_features(self, X, reset=True)  # before the work: names that cannot be used fail first
         n = data.shape[0]
         if settings.init_clusters > n:
@@ -279,6 +288,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         else:
             backend = LocalBackend(data, stream_seeds, n_threads)
         self._run(backend, prior, settings, rng, n_threads, checkpointer)
+        if shift is not None:
+            self._translate_results(shift)
         return self
 
     def _run(self, backend, prior, settings, rng, n_threads, checkpointer):

@@ -220,6 +220,10 @@ class NormalInverseWishart:
     covariance of a mixture is inflated exactly along the directions that separate its clusters. ``kappa`` = 0.01
     keeps the prior on each cluster's mean weak, so that one point is enough to locate a cluster.
 
+    ``DPMM`` fits on the data centred at their mean, with this prior's mean moved alike (the model is the same),
+    and moves the results back: the statistics are raw sums, which hold no digit of the spread of points far from
+    the origin (1e8 times their spread).
+
     ``psi="sample"`` makes the clusters' common scale a parameter of the model: ``psi = s I`` with the scale-free
     prior p(s) proportional to 1/s, started at the default above, and the sampler draws s with the partition
     (``resampled``: each cluster's Sigma_k from its posterior, then s | Sigma_1..K ~ Gamma(K nu d / 2, rate
@@ -299,9 +303,16 @@ class NormalInverseWishart:
 
     def with_scale(self, scale):
         """A copy of a fitted prior whose scale is sampled, with ``psi = scale * I``."""
-        copy = NormalInverseWishart(kappa=self.kappa, mean=self.mean, nu=self.nu,
-                                    psi=float(scale) * np.eye(self.psi.shape[0]))
-        copy.scale_floor = self.scale_floor
+        return self._fitted_copy(self.mean, float(scale) * np.eye(self.psi.shape[0]))
+
+    def translated(self, offset):
+        """A copy of a fitted prior whose mean is moved by ``offset`` (d,): the prior of the data moved so."""
+        return self._fitted_copy(self.mean + offset, self.psi)
+
+    def _fitted_copy(self, mean, psi):
+        copy = NormalInverseWishart(kappa=self.kappa, mean=mean, nu=self.nu, psi=psi)
+        if "scale_floor" in vars(self):
+            copy.scale_floor = self.scale_floor
         return copy
 
     def resampled(self, cluster_stats, rng):
