@@ -151,6 +151,23 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
         conjoined.DPMM(checkpoint=tmp_path / "other.npz", **PARAMS).fit(X)
 
 
+
+def test_gaussian_checkpoint_of_an_uncentred_fit_is_refused(tmp_path):
+    """Gaussian fits run on centred data: a checkpoint written before that (its settings without "centred", its
+    state in the data's coordinates) must not be resumed; the error names the setting."""
+    import json
+    X = DATA["gaussian"]()
+    path = tmp_path / "fit.npz"
+    conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
+    with np.load(path) as saved:
+        arrays = dict(saved)
+    settings = json.loads(str(arrays["settings"]))
+    assert settings.pop("centred") is True
+    arrays["settings"] = np.array(json.dumps(settings, sort_keys=True))
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="centred: None in the file, True now"):
+        conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
+
 def test_cdp_resumes_from_its_checkpoint_directory(tmp_path, monkeypatch):
     from conjoined.datasets import make_cdp_case
 

@@ -225,12 +225,10 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         prior.check_data(raw)
         prior = prior.fitted(raw)
         if prior.kind == "counts":
-            return (raw if sp.issparse(raw) else sp.csr_matrix(raw)), prior, None
-        # Centred: the Gaussian statistics are raw sums, and data far from the origin relative to their spread lose
-        # precision in s2 - n xbar xbar^T and in the pass's float32 copy. Every likelihood and posterior moves with
-        # a translation of the data and the prior's mean; fit moves the results back (_translate_results).
-        shift = raw.mean(axis=0)
-        return raw - shift, prior.translated(-shift), shift
+            data = raw if sp.issparse(raw) else sp.csr_matrix(raw)
+        else:
+            data = raw
+        return data, prior
 
     def _translate_results(self, shift):
         """Move the results of a fit on data centred by ``-shift`` (Gaussian prior) back to the data's place."""
@@ -263,7 +261,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             raise ValueError('client and address are for backend="dask"; backend is "local"')
         if self.client is not None and self.address is not None:
             raise ValueError("give either client or address, not both")
-        data, prior, shift = self._validate_data_and_prior(X)
+        data, prior = self._validate_data_and_prior(X)
         record_features(self, X, reset=True)  # before the work: names that cannot be used fail first
         n = data.shape[0]
         if settings.init_clusters > n:
@@ -273,11 +271,24 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         checkpointer = None
         if checkpoint is not None:
             seed = None if self.random_state is None else [seeds.entropy, list(seeds.spawn_key)]
+            # Gaussian fits run centred (below): a checkpoint of an earlier, uncentred fit holds its state in
+            # other coordinates, and this setting makes resuming it an error that says so.
+            centred = {"centred": True} if prior.kind == "gaussian" else {}
             checkpointer = Checkpointer(
                 checkpoint, checkpoint_every, data_digest(data),
                 dict(settings._asdict(), prior=prior_description(prior), store_labels=store_labels,
-                     seed=seed),
+                     seed=seed, **centred),
             )
+        shift = None
+        if prior.kind == "gaussian":
+            # Centred: the Gaussian statistics are raw sums, and data far from the origin relative to their spread
+            # lose precision in s2 - n xbar xbar^T and in the pass's float32 copy. Every likelihood and posterior
+            # moves with a translation of the data and the prior's mean; _translate_results moves the results
+            # back. (Clusters far apart relative to their own spread, 1e7 times and more, still lose precision.)
+            # In place: check_matrix made data a private copy.
+            shift = data.mean(axis=0)
+            data -= shift
+            prior = prior.translated(-shift)
         driver_seed, shard_seed = seeds.spawn(2)
         rng = np.random.default_rng(driver_seed)
         stream_seeds = shard_seed.spawn(settings.n_shards)

@@ -222,7 +222,8 @@ class NormalInverseWishart:
 
     ``DPMM`` fits on the data centred at their mean, with this prior's mean moved alike (the model is the same),
     and moves the results back: the statistics are raw sums, which hold no digit of the spread of points far from
-    the origin (1e8 times their spread).
+    the origin (1e8 times their spread). Centring removes a common offset only: clusters 1e7 times their own
+    spread from the data's mean still lose precision.
 
     ``psi="sample"`` makes the clusters' common scale a parameter of the model: ``psi = s I`` with the scale-free
     prior p(s) proportional to 1/s, started at the default above, and the sampler draws s with the partition
