@@ -233,9 +233,9 @@ def plot_biclusters(
     ax.set_ylabel("rows, sorted by row cluster")
     ax.set_xlabel("columns, sorted by column cluster")
     if title is None:
-        title = f"{n_rows} x {n_cols} matrix, {n_found} bicluster(s)"
-        if n_biclusters < n_found:
-            title = f"{n_rows} x {n_cols} matrix, {n_found} biclusters, the {n_biclusters} strongest marked"
+        title = f"{n_rows} x {n_cols} matrix, " + (
+            f"{n_found} bicluster(s)" if n_biclusters == n_found
+            else f"{n_found} biclusters, the {n_biclusters} strongest marked")
         if is_binned:
             title += f" (shown as {image.shape[0]} x {image.shape[1]} bins)"
     (ax if column_strip is None else column_strip).set_title(title)

@@ -658,9 +658,10 @@ def gaussian_point_moves_at(X, labels, order, u, kappa, mean, nu, chol_psi, alph
     Each cluster keeps its posterior with Psi_n as a Cholesky factor: a point's predictives cost O(K d^2), the
     cluster it joins a rank-one update and the cluster it leaves one O(d^3) factorisation from its statistics, so
     that rounding does not build up over the moves (Psi_n comes from raw sums, as in the generic path: ``DPMM``
-    centres the data first, but clusters 1e7 times their spread from the data's mean lose precision). Returns ``(labels, mapping,
-    n (K', 2), s1 (K', 2, d), s2 (K', 2, d, d), n_clusters)`` as ``count_point_moves_at``: ``mapping`` has an
-    entry for each of the ``n_clusters`` cluster slots used.
+    centres the data first, but clusters 1e7 times their spread from the data's mean lose precision).
+
+    Returns ``(labels, mapping, n (K', 2), s1 (K', 2, d), s2 (K', 2, d, d), n_clusters)`` as
+    ``count_point_moves_at``: ``mapping`` has an entry for each of the ``n_clusters`` cluster slots used.
     """
     K = sub_n.shape[0]
     m, d = X.shape

@@ -22,8 +22,8 @@ from .sampler import DPMMState
 def _point_moves_numpy(state, backend, prior, alpha, index, order, u):
     """The Gibbs updates of the points ``index`` (sorted) in ``order`` for any prior, applied to the backend; the
     predictives are differences of log marginals (the reference the count and Gaussian kernels are tested
-    against). Returns the statistics of the clusters left (each whole in sub-cluster slot 0) and the number of cluster
-    slots used."""
+    against). Returns the statistics of the clusters left (each whole in sub-cluster slot 0) and the number of
+    cluster slots used."""
     X = backend.rows_at(index)
     if isinstance(X, SparseRows):
         X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=X.shape).toarray()
