@@ -582,6 +582,19 @@ def test_count_split_merge_kernel_makes_the_generic_moves(prior_name):
     assert np.array_equal(fast.stats.sum(axis=1).n, np.bincount(labels, minlength=K))
 
 
+def test_kernel_permutation_draws_what_numpy_draws():
+    """The split/merge kernel's shuffle orders as numpy's ``Generator.permutation``, from the same draws, and
+    leaves the generator where numpy leaves it (sizes 0 and 1 draw nothing)."""
+    from conjoined.dpmm.kernels import _permuted
+    for n in [0, 1, 2, 3, 17, 1000]:
+        values = np.arange(n, dtype=np.int64) * 7 + 5
+        for seed in range(4):
+            ours, numpy_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+            np.testing.assert_array_equal(_permuted(ours, values), numpy_rng.permutation(values))
+            assert ours.random() == numpy_rng.random()
+        np.testing.assert_array_equal(values, np.arange(n) * 7 + 5)  # a copy is shuffled
+
+
 @pytest.mark.parametrize("prior_name", ["multinomial", "poisson", "gaussian"])
 def test_point_moves_kernels_make_the_generic_moves(prior_name):
     """The fused kernel of the single-point moves (for the Gaussian prior, Cholesky factors updated by rank one)

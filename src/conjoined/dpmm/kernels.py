@@ -28,6 +28,7 @@ import types
 
 import numpy as np
 from numba import njit, prange
+from numba.np.random.random_methods import random_interval
 
 
 def _serial_twin(func):
@@ -905,8 +906,20 @@ def _anchored_order(rng, index, i, j):
         if t != anchors[0] and t != anchors[1]:
             others[count] = t
             count += 1
-    # numpy draws nothing to order fewer than two values; numba's shuffle would index the empty array
-    return anchors, rng.permutation(others) if others.shape[0] > 1 else others
+    return anchors, _permuted(rng, others)
+
+
+@njit(cache=True, nogil=True)
+def _permuted(rng, values):
+    """A shuffled copy of 1-d ``values``: numpy's ``rng.permutation(values)``, the same draws in the same order.
+
+    numba's own ``permutation`` compiles a shuffle along any axis of any array, about 3 s of a first run's
+    compilation; this is its 1-d loop (Fisher-Yates with numpy's bounded integers)."""
+    out = values.copy()
+    for i in range(out.shape[0] - 1, 0, -1):
+        j = np.intp(random_interval(rng.bit_generator, i))
+        out[i], out[j] = out[j], out[i]
+    return out
 
 
 @njit(cache=True, nogil=True)
