@@ -111,8 +111,9 @@ def test_all_zero_rows_and_columns_are_set_aside_in_place():
     X = X.copy()
     X[[3, 40], :] = 0
     X[:, 7] = 0
-    with pytest.warns(UserWarning, match="2 all-zero row"):
+    with pytest.warns(UserWarning, match="2 all-zero row") as record:
         model = CDP(random_state=0).fit(X)
+    assert record[0].filename == __file__  # the warning points at the caller's line, not the library's
     assert model.row_labels_[3] == model.row_labels_[40] == -1 and model.column_labels_[7] == -1
     assert not model.rows_[:, [3, 40]].any() and not model.columns_[:, 7].any()
     np.testing.assert_array_equal(model.row_membership_[3], 0.0)
@@ -314,6 +315,21 @@ def test_ctrl_c_inside_compiled_code_is_a_keyboard_interrupt(estimator, monkeypa
     monkeypatch.setattr(conjoined.dpmm.estimator.sampler, "step", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         estimator.fit(X)
+
+
+def test_a_failed_fit_leaves_the_fitted_model_as_it_was(monkeypatch):
+    """Errors found after the features were recorded (all zeros) and interruptions in the middle of the work
+    leave the previous fit whole, not its attributes mixed with the new data's number of columns."""
+    X, _, _ = make_cdp_case(2, random_state=0)
+    model = CDP(n_iter=20, n_reassign=3, random_state=0).fit(X)
+    before = dict(vars(model))
+    with pytest.raises(ValueError, match="all zeros"):
+        model.fit(np.zeros((3, 7)))
+    monkeypatch.setattr(conjoined.dpmm.estimator.sampler, "step", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        model.fit(X[:, :12])
+    assert vars(model).keys() == before.keys()
+    assert all(vars(model)[name] is value for name, value in before.items())
 
 
 def test_input_is_not_modified():

@@ -146,6 +146,11 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
     # random_state=None continues whatever seed the checkpoint was started with.
     assert_same_fit(conjoined.DPMM(**PARAMS).fit(X),
                     conjoined.DPMM(checkpoint=path, **dict(PARAMS, random_state=None)).fit(X))
+    # the prior is described by its fitted parameters: beta=1 and beta=1.0 are the same prior
+    conjoined.DPMM(checkpoint=tmp_path / "int.npz", prior=conjoined.Multinomial(beta=1), **PARAMS).fit(X)
+    assert_same_fit(conjoined.DPMM(prior=conjoined.Multinomial(beta=1.0), **PARAMS).fit(X),
+                    conjoined.DPMM(checkpoint=tmp_path / "int.npz", prior=conjoined.Multinomial(beta=np.float64(1)),
+                                   **PARAMS).fit(X))
     (tmp_path / "other.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="is not a DPMM checkpoint"):
         conjoined.DPMM(checkpoint=tmp_path / "other.npz", **PARAMS).fit(X)
@@ -211,7 +216,7 @@ def _damage(path, how):
 def test_damaged_checkpoint_is_named(tmp_path, how):
     X = count_mixture(5, n=40)
     path = tmp_path / "fit.npz"
-    params = dict(PARAMS, n_iter=4)
+    params = dict(PARAMS, n_iter=4, warmup=2)
     conjoined.DPMM(checkpoint=path, **params).fit(X)
     _damage(path, how)
     with pytest.raises(ValueError, match=rf"checkpoint {re.escape(str(path))} is damaged.*delete it"):

@@ -376,6 +376,9 @@ def test_log_dirichlet_is_finite_for_tiny_concentrations():
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(kappa=1e308)}, "kappa=1e.308 or nu=6.0 is too large"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(nu=1e308)}, r"\(kappa \+ n\) x \(nu \+ n\) overflows"),
     (GAUSSIAN * 1e200, {}, "rescale X"),
+    (GAUSSIAN * 1e-40, {}, "columns span at most .*rescale X"),  # precision factors beyond float32
+    (GAUSSIAN * 1e-200, {}, "columns span at most .*rescale X"),  # variances below float64
+    (np.ones((4, 2)), dict(n_iter=6, warmup=7), "warmup=7 is larger than n_iter=6"),
 ])
 def test_bad_input_is_named(X, params, message):
     with pytest.raises(ValueError, match=message):
@@ -472,6 +475,32 @@ def test_sampled_scale_finds_the_cell_types_of_an_embedding():
     fixed = conjoined.DPMM(n_iter=300, random_state=0).fit(X)
     assert posterior_mode_of_k(fixed) >= 25
     assert normalized_mutual_info_score(types, fixed.labels_) < 0.57
+
+
+def test_a_failed_fit_leaves_the_fitted_model_as_it_was():
+    """An error found after the features were recorded (too many initial clusters for the new data) leaves the
+    previous fit whole: its features, its clusters, its predictions."""
+    X, _ = gaussian_mixture(0, n=100, K=3, d=3)
+    model = conjoined.DPMM(n_iter=5, random_state=0).fit(X).set_params(init_clusters=10)
+    before, labels = dict(vars(model)), model.predict(X)
+    with pytest.raises(ValueError, match="init_clusters"):
+        model.fit(X[:4, :2])
+    assert vars(model).keys() == before.keys()
+    assert all(vars(model)[name] is value for name, value in before.items())
+    np.testing.assert_array_equal(model.predict(X), labels)
+
+
+def test_count_priors_are_fitted_as_copies_with_float_parameters():
+    X, _ = multinomial_mixture(0, n=50)
+    for prior in [conjoined.Multinomial(beta=1), conjoined.PoissonGamma(shape=2, rate=np.float32(0.5))]:
+        fitted = conjoined.DPMM(prior=prior, n_iter=3, random_state=0).fit(X).prior_
+        assert fitted is not prior and type(fitted) is type(prior)
+        assert all(type(value) is float for value in vars(fitted).values())
+
+
+def test_gaussian_data_of_identical_points_are_one_cluster():
+    model = conjoined.DPMM(n_iter=30, random_state=0).fit(np.full((12, 2), 0.5))
+    assert model.n_clusters_ == 1
 
 
 def test_input_is_not_modified():

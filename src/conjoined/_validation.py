@@ -5,6 +5,7 @@ Nothing here modifies what the user passed: converted arrays are copies when a c
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -60,21 +61,22 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
             raise ValueError(f"{name} must be 2-dimensional, got a sparse array with {X.ndim} dimensions")
         if np.iscomplexobj(X):
             raise ValueError(f"Complex data not supported: {name} has complex values")
-        # Negative counts are looked for among the entries as stored: summing duplicates could hide one.
+        # Negative counts are looked for among the entries as stored: summing duplicates could hide one. They are
+        # summed in ``dtype``: scipy would sum them in the stored one, where 8-bit integers wrap around.
         stored = X if X.format in ("csr", "csc", "coo", "bsr") else X.tocoo()
-        out = sp.csr_matrix(stored, dtype=dtype, copy=True)
+        out = sp.csr_matrix(stored.astype(dtype))
         out.sum_duplicates()
         out.eliminate_zeros()
         values = out.data
     else:
         if X is None:
             raise ValueError(f"{name} is None; expected a 2-d array")
-        if np.iscomplexobj(X):
-            raise ValueError(f"Complex data not supported: {name} has complex values")
         try:
             raw = np.asarray(X)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError) as exc:  # ragged nested sequences, among others
             raise TypeError(f"{name} must be numeric: {exc}") from None
+        if np.iscomplexobj(raw):
+            raise ValueError(f"Complex data not supported: {name} has complex values")
         _check_not_text(raw, name)
         try:
             out = np.array(raw, dtype=dtype, order="C", copy=True)
@@ -122,6 +124,25 @@ def record_features(estimator, X, *, reset):
     names given on one side only a warning.
     """
     validate_data(estimator, X, reset=reset, skip_check_array=True)
+
+
+def keeping_state_on_failure(fit):
+    """Decorator of ``fit``: when it raises (bad input found late, a lost cluster, Ctrl-C), the estimator's
+    attributes are put back as they were, so that a fitted estimator is not left half-updated (say, the new
+    ``n_features_in_`` with the old clusters). ``fit`` must bind new objects to its attributes, not change the
+    old ones in place."""
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        before = dict(vars(self))
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            vars(self).clear()
+            vars(self).update(before)
+            raise
+
+    return wrapper
 
 
 def line_totals(X):

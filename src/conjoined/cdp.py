@@ -39,6 +39,7 @@ from ._validation import (
     check_matrix,
     check_positive,
     check_verbose,
+    keeping_state_on_failure,
     line_totals,
     record_features,
 )
@@ -452,6 +453,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                     backend=self.backend, client=self.client, address=self.address, checkpoint=checkpoint)
 
     @unwrapping_interruptions
+    @keeping_state_on_failure
     def fit(self, X, y=None):
         """Bicluster X (n_rows, n_cols) of non-negative integer counts, dense or scipy.sparse; returns self."""
         self._check_params()
@@ -467,7 +469,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         if not (row_kept.all() and col_kept.all()):
             warnings.warn(
                 f"{(~row_kept).sum()} all-zero row(s) and {(~col_kept).sum()} all-zero column(s) are set aside "
-                "and come back unassigned (label -1)", AllZeroWarning, stacklevel=2,
+                "and come back unassigned (label -1)", AllZeroWarning, stacklevel=4,  # past fit's two decorators
             )
         if row_kept.sum() < 2 or col_kept.sum() < 2:
             raise ValueError("X needs at least 2 rows and 2 columns with non-zero counts")

@@ -16,7 +16,15 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._interrupt import unwrapping_interruptions
 from .._progress import progress_bar
-from .._validation import check_bool, check_int, check_matrix, check_positive, check_verbose, record_features
+from .._validation import (
+    check_bool,
+    check_int,
+    check_matrix,
+    check_positive,
+    check_verbose,
+    keeping_state_on_failure,
+    record_features,
+)
 from . import kernels, sampler
 from .backends import LocalBackend
 from .checkpoint import Checkpointer, check_checkpoint_path, data_digest, prior_description
@@ -130,7 +138,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     warmup : int or None, default=None
         Iterations at the start that also use Chang & Fisher's sub-cluster split/merge proposals, which find
         clusters fast on large data but are not exact (a test against enumerated posteriors on a handful of points
-        shows the bias). None means ``n_iter // 2``. After warm-up, the parallel pass over the points is an exact
+        shows the bias). None means ``n_iter // 2``; at most ``n_iter``. After warm-up, the parallel pass over the points is an exact
         Gibbs update (anchored: no cluster empties, see ``sampler.py``); every iteration also makes
         ``exact_moves`` sequentially-allocated split/merge proposals (Dahl 2003) and, after warm-up,
         collapsed Gibbs updates of 16 random points (Neal 2000, algorithm 3); these create and remove clusters,
@@ -238,6 +246,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         self._expected_params = (mu + shift, chol_precision, log_det)
 
     @unwrapping_interruptions
+    @keeping_state_on_failure
     def fit(self, X, y=None):
         """Run the sampler on X (n_samples, n_features), dense or scipy.sparse; returns self."""
         n_iter = check_int(self.n_iter, "n_iter", minimum=1)
@@ -250,6 +259,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             exact_moves=check_int(self.exact_moves, "exact_moves", minimum=0),
             n_shards=check_int(self.n_shards, "n_shards", minimum=1),
         )
+        if settings.warmup > n_iter:
+            raise ValueError(f"warmup={settings.warmup} is larger than n_iter={n_iter}: the chain would stop "
+                             "inside its warm-up")
         checkpoint_every = check_int(self.checkpoint_every, "checkpoint_every", minimum=1)
         checkpoint = None if self.checkpoint is None else check_checkpoint_path(self.checkpoint)
         n_threads = resolve_n_jobs(self.n_jobs)
@@ -369,7 +381,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         self.cluster_params_ = prior.posterior_mean(cluster_stats)
         self._expected_params = prior.expected_params(cluster_stats)
         self.labels_trace_ = traces["labels"]
-        self.warmup_ = min(settings.warmup, n_iter)
+        self.warmup_ = settings.warmup
         self.n_clusters_trace_ = traces["n_clusters"]
         self.log_posterior_trace_ = traces["log_posterior"]
         self.n_splits_trace_ = traces["n_splits"]

@@ -25,6 +25,9 @@ from . import kernels
 
 # Largest |X| the Gaussian kernels take: they compute in float32, and X - mean must not overflow.
 FLOAT32_LIMIT = float(np.finfo(np.float32).max) / 2
+# Narrowest span of X's columns the Gaussian kernels resolve: precision factors grow as 1 / span (and faster in
+# small clusters), and must stay far below float32's largest number (3.4e38).
+NARROWEST_SPAN = 1e-30
 
 
 class SufficientStats(NamedTuple):
@@ -132,12 +135,12 @@ class Multinomial(CountPrior):
         return f"Multinomial(beta={self.beta!r})"
 
     def fitted(self, X):
-        """Self, after checking beta (ValueError if X is all zeros)."""
+        """A copy holding beta as a float, after checking it (ValueError if X is all zeros)."""
         beta = check_positive(self.beta, "Multinomial beta")
         if not np.isfinite(beta * X.shape[1]):
             raise ValueError(f"Multinomial beta={beta!r} is too large: beta x {X.shape[1]} features overflows")
         super().fitted(X)
-        return self
+        return Multinomial(beta=beta)
 
     def posterior(self, stats):
         return stats.s1 + float(self.beta)
@@ -179,13 +182,12 @@ class PoissonGamma(CountPrior):
         return f"PoissonGamma(shape={self.shape!r}, rate={self.rate!r})"
 
     def fitted(self, X):
-        check_positive(self.shape, "PoissonGamma shape")
+        shape = check_positive(self.shape, "PoissonGamma shape")
         super().fitted(X)
         if self.rate is not None:
-            check_positive(self.rate, "PoissonGamma rate")
-            return self
+            return PoissonGamma(shape=shape, rate=check_positive(self.rate, "PoissonGamma rate"))
         mean = float(X.sum()) / (X.shape[0] * X.shape[1])
-        return PoissonGamma(shape=self.shape, rate=float(self.shape) / mean)
+        return PoissonGamma(shape=shape, rate=shape / mean)
 
     def posterior(self, stats):
         return stats.s1 + float(self.shape), stats.n + float(self.rate)
@@ -223,7 +225,8 @@ class NormalInverseWishart:
     ``DPMM`` fits on the data centred at their mean, with this prior's mean moved alike (the model is the same),
     and moves the results back: the statistics are raw sums, which hold no digit of the spread of points far from
     the origin (1e8 times their spread). Centring removes a common offset only: clusters 1e7 times their own
-    spread from the data's mean still lose precision.
+    spread from the data's mean still lose precision. The likelihood kernels compute in float32: data with
+    values beyond about 1.7e38, or whose columns all span less than 1e-30, are refused (rescale them).
 
     ``psi="sample"`` makes the clusters' common scale a parameter of the model: ``psi = s I`` with the scale-free
     prior p(s) proportional to 1/s, started at the default above, and the sampler draws s with the partition
@@ -284,6 +287,13 @@ class NormalInverseWishart:
                              f"(nu + n) overflows for n = {n} points")
         if isinstance(self.psi, str) and self.psi != "sample":
             raise ValueError(f"NormalInverseWishart psi must be None, 'sample' or a (d, d) array, got {self.psi!r}")
+        widest = float((X.max(axis=0) - X.min(axis=0)).max()) if X.shape[0] else 0.0
+        if 0.0 < widest < NARROWEST_SPAN:
+            raise ValueError(
+                f"X's columns span at most {widest:.3g}, too narrow for the NormalInverseWishart prior's likelihood "
+                f"kernels (float32) to resolve (about {NARROWEST_SPAN:.0e} at least); rescale X, e.g. standardise "
+                "its columns"
+            )
         if self.psi is None or isinstance(self.psi, str):
             variance = float(X.var(axis=0).mean()) if X.shape[0] > 1 else 1.0
             psi = max(nu - d - 1.0, 1.0) * (variance if variance > 0 else 1.0) * 0.1 * np.eye(d)
