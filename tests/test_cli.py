@@ -378,6 +378,15 @@ def test_force_ignores_a_file_browsers_file_but_not_a_folder_of_that_name(refere
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", outdir, *FAST, "--no-plots", "--force"], capsys)
     assert status == 2 and "is not the folder of an earlier fit (it holds .DS_Store)" in err
     assert (outdir / ".DS_Store" / "mine.txt").read_text() == "keep me"
+    # nor a folder named as one of fit's outputs, beside an earlier fit's file
+    (outdir / ".DS_Store" / "mine.txt").rename(tmp_path / "mine.txt")
+    (outdir / ".DS_Store").rmdir()
+    (outdir / "heatmap.png").mkdir()
+    (tmp_path / "mine.txt").rename(outdir / "heatmap.png" / "mine.txt")
+    (outdir / "biclusters.json").write_text("{}")
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", outdir, *FAST, "--no-plots", "--force"], capsys)
+    assert status == 2 and "is not the folder of an earlier fit (it holds heatmap.png)" in err
+    assert (outdir / "heatmap.png" / "mine.txt").read_text() == "keep me"
 
 
 def test_mode_paper_takes_the_likelihoods_of_the_refinement(reference, tmp_path, capsys):

@@ -10,6 +10,7 @@ import scipy.io
 import scipy.sparse as sp
 
 import conjoined.io
+from conjoined._validation import check_matrix
 from conjoined.io import atomic_output_dir, atomic_output_file, read_matrix, write_json, write_table_csv
 
 anndata = pytest.importorskip("anndata")
@@ -90,6 +91,12 @@ def test_table_errors(tmp_path):
     (tmp_path / "empty.csv").write_text("")
     with pytest.raises(ValueError, match=r"empty\.csv: cannot parse"):
         read_matrix(tmp_path / "empty.csv")
+    (tmp_path / "short.csv").write_text("name,a,b\nx,1,2\ny,3\n")
+    with pytest.raises(ValueError, match=r"short\.csv: a missing value .* in row y, column b"):
+        read_matrix(tmp_path / "short.csv")
+    (tmp_path / "gap.csv").write_text("a,b\n1,2\n,4\n")
+    with pytest.raises(ValueError, match=r"gap\.csv: a missing value .* in row 2, column a"):
+        read_matrix(tmp_path / "gap.csv")
 
 
 @pytest.mark.parametrize("compress", [False, True])
@@ -226,6 +233,60 @@ def test_npz_round_trip(tmp_path, counts):
         read_matrix(tmp_path / "dense.npz")
 
 
+@pytest.mark.parametrize("name", ["m.mtx", "m.npz"])
+def test_sparse_files_keep_duplicate_entries_for_the_count_check(tmp_path, name):
+    """Duplicate entries are summed by the count check, in float64: not by the reader in the file's dtype (8-bit
+    integers wrap around), and not before the check has seen a negative entry that the sum would hide."""
+    def save(rows, cols, values):
+        matrix = sp.coo_matrix((values, (rows, cols)), shape=(2, 3))
+        if name.endswith(".mtx"):
+            scipy.io.mmwrite(tmp_path / name, matrix)
+        else:
+            sp.save_npz(tmp_path / name, matrix)
+        return read_matrix(tmp_path / name).X
+
+    X = save([0, 0, 1], [1, 1, 2], np.array([200, 100, 7], dtype=np.uint8 if name.endswith(".npz") else np.int64))
+    np.testing.assert_array_equal(check_matrix(X, counts=True).toarray(), [[0, 300, 0], [0, 0, 7]])
+    X = save([0, 0, 1], [1, 1, 2], np.array([-1, 2, 7]))
+    assert X.toarray()[0, 1] == 1  # the matrix the file holds
+    with pytest.raises(ValueError, match=r"negative values.*\(0, 1\)"):
+        check_matrix(X, counts=True)
+
+
+def test_table_names_are_read_as_written(tmp_path):
+    """Row and column names keep their text: no number, boolean or missing value read into them, no column
+    label invented; repeated names are made unique alike on both sides."""
+    values = np.arange(8).reshape(4, 2)
+    rows, columns = ["001", "NA", "TRUE", "1.50"], ["", "x"]
+    write_table_csv(tmp_path / "t.csv", values, rows, columns)
+    result = read_matrix(tmp_path / "t.csv")
+    np.testing.assert_array_equal(result.X, values)
+    assert result.row_names.tolist() == rows and result.column_names.tolist() == columns
+    write_table_csv(tmp_path / "d.csv", values, ["a", "a", "b", "a"], ["x", "x"])
+    result = read_matrix(tmp_path / "d.csv")
+    assert result.row_names.tolist() == ["a", "a-1", "b", "a-2"] and result.column_names.tolist() == ["x", "x-1"]
+
+
+def test_a_table_without_header_keeps_its_first_line(tmp_path, counts):
+    X, _, _ = counts
+    np.savetxt(tmp_path / "m.csv", X, delimiter=",", fmt="%d")  # numpy writes no header
+    with pytest.warns(UserWarning, match="first line holds numbers only: read as counts"):
+        result = read_matrix(tmp_path / "m.csv")
+    np.testing.assert_array_equal(result.X, X)
+    assert result.row_names is None and result.column_names is None
+
+
+def test_write_table_csv_writes_all_or_nothing(tmp_path):
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("no text")
+
+    (tmp_path / "t.csv").write_text("earlier\n")
+    with pytest.raises(RuntimeError, match="no text"):
+        write_table_csv(tmp_path / "t.csv", np.ones((3, 2)), ["a", "b", Unprintable()])
+    assert (tmp_path / "t.csv").read_text() == "earlier\n" and os.listdir(tmp_path) == ["t.csv"]
+
+
 def test_h5ad_orientation_and_layers(tmp_path, counts):
     X, genes, cells = counts
     # AnnData is cells x genes
@@ -291,6 +352,8 @@ def test_mat_variable_selection(tmp_path, counts):
     np.testing.assert_array_equal(read_matrix(tmp_path / "two.mat", variable="other").X, X + 1)
     with pytest.raises(ValueError, match="no variable 'missing'; matrix variables: counts, other"):
         read_matrix(tmp_path / "two.mat", variable="missing")
+    with pytest.raises(ValueError, match="'labels' is a 1 x 4 array, too narrow to bicluster"):
+        read_matrix(tmp_path / "one.mat", variable="labels")
 
     scipy.io.savemat(tmp_path / "text.mat", {"counts": X, "note": "hello"})
     with pytest.raises(ValueError, match="'note' is not a 2-d numeric matrix"):

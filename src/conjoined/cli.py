@@ -624,7 +624,8 @@ def _check_replaceable_fit(outdir):
         raise UserError(f"{outdir} is a file, not the folder of an earlier fit: --force replaces only such a folder")
     entries = sorted(entry.name for entry in outdir.iterdir()
                      if not (entry.name in BROWSER_FILES and entry.is_file() and not entry.is_symlink()))
-    foreign = [name for name in entries if name not in FIT_OUTPUTS]
+    # fit writes files only: a folder under one of their names is the user's
+    foreign = [name for name in entries if name not in FIT_OUTPUTS or not (outdir / name).is_file()]
     if foreign or (entries and "biclusters.json" not in entries):
         shown = ", ".join((foreign or entries)[:5]) + (", ..." if len(foreign or entries) > 5 else "")
         raise UserError(f"{outdir} is not the folder of an earlier fit (it holds {shown}): --force replaces only "

@@ -97,6 +97,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -1627,10 +1629,16 @@ def _dt2b_rule(counts):
     return _assemble(row_sets, column_sets, n_kl >= _mean_plus_sd(n_kl), n_kl)
 
 
+LARGEST_Z_MIN = math.sqrt(sys.float_info.max)
+
+
 def check_thresholds(z_min, min_size):
     """``(z_min, min_size)`` of the significance rule, checked: z_min None (its default level) or a number >= 0,
     min_size None (``DEFAULT_MIN_SIZE``) or an integer >= 1."""
     z_min = None if z_min is None else check_positive(z_min, "z_min", allow_zero=True)
+    if z_min is not None and z_min > LARGEST_Z_MIN:
+        raise ValueError(f"z_min must be at most {LARGEST_Z_MIN:.3g} (a block must exceed its background by "
+                         f"z_min ** 2 counts), got {z_min!r}")
     min_size = DEFAULT_MIN_SIZE if min_size is None else check_int(min_size, "min_size", minimum=1)
     return z_min, min_size
 

@@ -19,6 +19,7 @@ import shutil
 import signal
 import threading
 import uuid
+import warnings
 import zlib
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -149,46 +150,85 @@ def _format_of(path):
     )
 
 
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _read_table(path, sep):
     try:
         import pandas as pd
     except ImportError:
         raise ImportError("reading .csv/.tsv files needs pandas: pip install pandas") from None
+    # Names are taken as written (pandas' own parse turns "001" into 1, "NA" into NaN, "TRUE" into True).
+    raw = {"sep": sep, "header": None, "dtype": str, "keep_default_na": False}
     try:
-        frame = pd.read_csv(path, sep=sep, header=0)
+        header = pd.read_csv(path, nrows=1, **raw).iloc[0].tolist()
+        # A first line of numbers only is data (numpy's savetxt writes no header), unless it is 0, 1, ...: the
+        # labels pandas writes for a frame's unnamed columns.
+        headerless = all(map(_is_number, header)) and header != [str(i) for i in range(len(header))]
+        frame = pd.read_csv(path, sep=sep, header=None if headerless else 0)
     except Exception as exc:  # noqa: BLE001 - any parse failure becomes one line naming the file
         raise ValueError(f"{path}: cannot parse as a table ({_one_line(exc)})") from None
+
+    def first_column():  # the row names, as written
+        return _make_unique(pd.read_csv(path, usecols=[0], **raw).iloc[1:, 0].tolist())
+
+    if headerless:
+        warnings.warn(f"{path}: the first line holds numbers only: read as counts, not as column names",
+                      stacklevel=3)
     if frame.shape[1] == 0:
         raise ValueError(f"{path}: the table has no columns")
     if frame.shape[0] == 0:
         raise ValueError(f"{path}: the table holds no values (no line after the header)")
     row_names = None
+    column_names = None if headerless else header
     if isinstance(frame.index, pd.MultiIndex):
         raise ValueError(f"{path}: the header has {frame.shape[1]} fields, and the lines below it "
                          f"{frame.shape[1] + frame.index.nlevels} (at most one more, for row names)")
     if not isinstance(frame.index, pd.RangeIndex):
         # a header one field short (R's write.table): pandas reads the first column as the row names
-        row_names = _make_unique(frame.index.astype(str))
-    else:
+        row_names = first_column()
+    elif not headerless and (header[0].strip() == "" or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0])):
         # a first column without a header holds names even when they are numbers (pandas' to_csv writes its
-        # index so); read as text, so that a header "NA" or "null" is a name, not a missing one
-        first = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0, 0]
-        if first.strip() == "" or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
-            row_names = _make_unique(frame.iloc[:, 0].astype(str))
-            frame = frame.iloc[:, 1:]
-    for name in frame.columns:
+        # index so); a header "NA" or "null" is a name, not a missing one
+        row_names = first_column()
+        frame, column_names = frame.iloc[:, 1:], header[1:]
+    for position, name in enumerate(frame.columns):
         if not pd.api.types.is_numeric_dtype(frame[name]):
+            shown = name if column_names is None else column_names[position]
             raise ValueError(
-                f"{path}: column {name!r} is not numeric (only the first column may hold row names)"
+                f"{path}: column {shown!r} is not numeric (only the first column may hold row names)"
             )
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         raise ValueError(f"{path}: the table holds no values (shape {frame.shape})")
-    return frame.to_numpy(), row_names, _make_unique(frame.columns.astype(str))
+    missing = np.argwhere(frame.isna().to_numpy())
+    if missing.size:
+        row, column = missing[0]
+        raise ValueError(
+            f"{path}: a missing value (an empty field, NA, or a line short of fields) in row "
+            f"{row_names[row] if row_names is not None else row + 1}, column "
+            f"{column_names[column] if column_names is not None else column + 1}"
+        )
+    return frame.to_numpy(), row_names, None if column_names is None else _make_unique(column_names)
+
+
+def _csr_as_stored(matrix):
+    """CSR holding the entries of the sparse ``matrix`` as stored, duplicates kept: scipy's conversion sums them
+    in the stored dtype (8-bit integers wrap around) and the sum can hide a negative entry, which
+    ``check_matrix`` then would not see."""
+    coo = sp.coo_matrix(matrix)
+    order = np.lexsort((coo.col, coo.row))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(coo.row, minlength=coo.shape[0]))])
+    return sp.csr_matrix((coo.data[order], coo.col[order], indptr), shape=coo.shape)
 
 
 def _read_mtx(path):
     try:
-        return sp.csr_matrix(scipy.io.mmread(str(path)))
+        return _csr_as_stored(scipy.io.mmread(str(path)))
     except Exception as exc:  # noqa: BLE001
         raise ValueError(f"{path}: cannot parse as MatrixMarket ({_one_line(exc)})") from None
 
@@ -220,7 +260,7 @@ def _read_10x(folder):
 
 def _read_npz(path):
     try:
-        return sp.csr_matrix(sp.load_npz(path))
+        return _csr_as_stored(sp.load_npz(path))
     except Exception as exc:  # noqa: BLE001
         raise ValueError(
             f"{path}: not a scipy.sparse .npz file (write one with scipy.sparse.save_npz) ({_one_line(exc)})"
@@ -340,8 +380,12 @@ def _read_mat(path, variable):
             f"{path}: no variable {variable!r}; matrix variables: {', '.join(candidates) or 'none'}"
         )
     elif variable not in candidates:
+        value = contents[variable]
+        what = (f"a {value.shape[0]} x {value.shape[1]} array, too narrow to bicluster"
+                if getattr(value, "ndim", 0) == 2 and (sp.issparse(value) or value.dtype.kind in "biuf")
+                else "not a 2-d numeric matrix")
         raise ValueError(
-            f"{path}: variable {variable!r} is not a 2-d numeric matrix; candidates: {candidates}"
+            f"{path}: variable {variable!r} is {what}; candidates: {candidates}"
         )
     value = contents[variable]
     X = sp.csr_matrix(value) if sp.issparse(value) else np.ascontiguousarray(value)
@@ -355,7 +399,9 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
 
     - ``.csv``/``.tsv`` (optionally ``.gz``): the header gives the column names; the first column gives the row
       names when it is non-numeric, its header is empty (as pandas' ``to_csv`` writes an index) or the header
-      is one field short (as R's ``write.table`` writes row names). Dense.
+      is one field short (as R's ``write.table`` writes row names). Names are kept as written ("001", "NA").
+      A first line of numbers only is read as counts, with a warning (numpy's ``savetxt`` writes no header),
+      unless it is 0, 1, ..., the labels pandas writes for unnamed columns. Dense.
     - ``.mtx``/``.mtx.gz``: MatrixMarket, kept as stored. Sparse.
     - a folder holding a 10x output: ``matrix.mtx(.gz)`` (genes x cells), ``features.tsv(.gz)`` or
       ``genes.tsv(.gz)`` (row names: the gene symbols, made unique) and ``barcodes.tsv(.gz)`` (column names).
@@ -668,7 +714,8 @@ def write_json(path, obj):
 
 
 def write_table_csv(path, array, row_names=None, column_names=None):
-    """Write a 2-d array as CSV: a header of column names, then one line per row starting with its name.
+    """Write a 2-d array as CSV: a header of column names, then one line per row starting with its name; all at
+    once (``atomic_output_file``).
 
     Parameters
     ----------
@@ -690,7 +737,7 @@ def write_table_csv(path, array, row_names=None, column_names=None):
         raise ValueError(
             f"{len(row_names)} row names and {len(column_names)} column names for an array of shape {array.shape}"
         )
-    with open(path, "w", encoding="utf-8", newline="") as handle:
+    with atomic_output_file(path) as temporary, open(temporary, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["", *(str(name) for name in column_names)])
         for name, values in zip(row_names, array.tolist()):
