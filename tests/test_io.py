@@ -84,19 +84,16 @@ def test_table_without_row_names(tmp_path, counts):
     np.testing.assert_array_equal(result.column_names, cells)
 
 
-def test_table_errors(tmp_path):
-    (tmp_path / "bad.csv").write_text("name,a,b\nx,1,2\ny,3,oops\n")
-    with pytest.raises(ValueError, match=r"bad\.csv: column 'b' is not numeric"):
+@pytest.mark.parametrize("text, message", [
+    ("name,a,b\nx,1,2\ny,3,oops\n", "column 'b' is not numeric"),
+    ("", "cannot parse"),
+    ("name,a,b\nx,1,2\ny,3\n", "a missing value .* in row y, column b"),
+    ("a,b\n1,2\n,4\n", "a missing value .* in row 2, column a"),
+])
+def test_table_errors(tmp_path, text, message):
+    (tmp_path / "bad.csv").write_text(text)
+    with pytest.raises(ValueError, match=rf"bad\.csv: {message}"):
         read_matrix(tmp_path / "bad.csv")
-    (tmp_path / "empty.csv").write_text("")
-    with pytest.raises(ValueError, match=r"empty\.csv: cannot parse"):
-        read_matrix(tmp_path / "empty.csv")
-    (tmp_path / "short.csv").write_text("name,a,b\nx,1,2\ny,3\n")
-    with pytest.raises(ValueError, match=r"short\.csv: a missing value .* in row y, column b"):
-        read_matrix(tmp_path / "short.csv")
-    (tmp_path / "gap.csv").write_text("a,b\n1,2\n,4\n")
-    with pytest.raises(ValueError, match=r"gap\.csv: a missing value .* in row 2, column a"):
-        read_matrix(tmp_path / "gap.csv")
 
 
 @pytest.mark.parametrize("compress", [False, True])
