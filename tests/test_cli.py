@@ -279,6 +279,7 @@ def _bad_files(tmp_path):
     (tmp_path / "garbled.h5ad").write_bytes(b"\x00\x01 not hdf5")
     (tmp_path / "m.xlsx").write_bytes(b"")
     (tmp_path / "one_column.csv").write_text("gene,a\nx,1\ny,3\nz,2\n")
+    (tmp_path / "one_row.csv").write_text("gene,a,b,c\nx,0,0,0\ny,1,2,3\nz,0,0,0\n")
     counts = np.array([[1.0, 2.0, np.nan], [0.0, 4.0, 1.0]])  # AnnData: cells x genes
     anndata.AnnData(X=counts).write_h5ad(tmp_path / "nan.h5ad")
     truncated_10x = tmp_path / "truncated_10x"
@@ -299,7 +300,8 @@ BAD_INPUTS = [
     ("garbled.h5ad", "cannot read as AnnData"),
     ("m.xlsx", "unknown file type"),
     ("one_column.csv", r"one_column\.csv: the matrix is 3 x 1: too narrow to bicluster"),
-    ("nan.h5ad", r"nan\.h5ad.*non-finite"),
+    ("one_row.csv", r"one_row\.csv: 1 row\(s\) and 3 column\(s\) hold counts: too few to bicluster"),
+    ("nan.h5ad", r"nan\.h5ad \(read as genes x cells\) contains non-finite .* = \(2, 0\)"),
     ("truncated_10x", r"features\.tsv\.gz: cannot read names: the \.gz file is truncated or corrupt"),
 ]
 

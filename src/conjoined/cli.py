@@ -67,7 +67,7 @@ import scipy.sparse as sp
 
 from . import __version__
 from ._interrupt import interruption_behind
-from ._validation import check_matrix
+from ._validation import check_matrix, line_totals
 from .cdp import (
     DISPERSIONS,
     LIKELIHOODS,
@@ -375,8 +375,10 @@ def _read_input(args):
         row_names=args.row_names,
         column_names=args.column_names,
     )
-    # checked as the file holds it, so that an error's (row, column) is the file's
-    X = check_matrix(matrix.X, name=str(args.input), counts=True)
+    # checked as the file holds it, so that an error's (row, column) is the file's; AnnData's cells x genes are
+    # read as genes x cells
+    read_as = " (read as genes x cells)" if matrix.source_format == "h5ad" else ""
+    X = check_matrix(matrix.X, name=f"{args.input}{read_as}", counts=True)
     row_names, column_names = matrix.row_names, matrix.column_names
     if args.transpose:
         X = X.T.tocsr() if sp.issparse(X) else np.ascontiguousarray(X.T)
@@ -390,6 +392,11 @@ def _read_input(args):
         raise UserError(
             f"{args.input}: the matrix (shape {X.shape}) holds only zeros: there is nothing to bicluster"
         )
+    row_totals, column_totals = line_totals(X)
+    rows, columns = int((row_totals > 0).sum()), int((column_totals > 0).sum())
+    if min(rows, columns) < 2:
+        raise UserError(f"{args.input}: {rows} row(s) and {columns} column(s) hold counts: too few to bicluster "
+                        "(CDP needs at least 2 rows and 2 columns with counts)")
     row_names = _default_names(X.shape[0]) if row_names is None else np.asarray(row_names, dtype=str)
     column_names = _default_names(X.shape[1]) if column_names is None else np.asarray(column_names, dtype=str)
     return X, row_names, column_names, matrix.source_format
