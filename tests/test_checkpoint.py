@@ -141,6 +141,10 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
         conjoined.DPMM(checkpoint=path, prior=conjoined.Multinomial(beta=0.5), **PARAMS).fit(X)
     with pytest.raises(ValueError, match="seed"):
         conjoined.DPMM(checkpoint=path, **dict(PARAMS, random_state=6)).fit(X)
+    spawned = np.random.SeedSequence(5)
+    spawned.spawn(1)  # the same entropy, other children
+    with pytest.raises(ValueError, match="seed"):
+        conjoined.DPMM(checkpoint=path, **dict(PARAMS, random_state=spawned)).fit(X)
     with pytest.raises(ValueError, match="n_iter"):
         conjoined.DPMM(checkpoint=path, **dict(PARAMS, n_iter=30)).fit(X)
     # random_state=None continues whatever seed the checkpoint was started with.

@@ -282,7 +282,13 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         seeds = seed_sequence(self.random_state)
         checkpointer = None
         if checkpoint is not None:
-            seed = None if self.random_state is None else [seeds.entropy, list(seeds.spawn_key)]
+            seed = None
+            if self.random_state is not None:
+                seed = [seeds.entropy, list(seeds.spawn_key)]
+                # a SeedSequence that has spawned children spawns others (left out when 0, as in the checkpoints
+                # written before it was recorded)
+                if seeds.n_children_spawned:
+                    seed.append(seeds.n_children_spawned)
             # Gaussian fits run centred (below): a checkpoint of an earlier, uncentred fit holds its state in
             # other coordinates, and this setting makes resuming it an error that says so.
             centred = {"centred": True} if prior.kind == "gaussian" else {}
