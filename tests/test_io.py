@@ -65,6 +65,11 @@ def test_table_headers_as_r_writes_them_and_a_header_called_na(tmp_path):
     result = read_matrix(tmp_path / "r.tsv")
     assert result.X.tolist() == [[1, 2, 3], [4, 5, 6]] and result.row_names.tolist() == ["10", "20"]
     assert result.column_names.tolist() == ["a", "b", "c"]
+    # numbers as column names, quoted or not, in a header one field short, are names
+    for header in ['"1"\t"2"\t"3"', "1\t2\t3"]:
+        (tmp_path / "n.tsv").write_text(f"{header}\n10\t1\t2\t3\n20\t4\t5\t6\n")
+        result = read_matrix(tmp_path / "n.tsv")
+        assert result.X.tolist() == [[1, 2, 3], [4, 5, 6]] and result.column_names.tolist() == ["1", "2", "3"]
     # a column named "NA" is a column of counts, not a first column without a header
     (tmp_path / "na.csv").write_text("NA,a\n1,2\n3,4\n")
     result = read_matrix(tmp_path / "na.csv")

@@ -167,9 +167,15 @@ def _read_table(path, sep):
     raw = {"sep": sep, "header": None, "dtype": str, "keep_default_na": False}
     try:
         header = pd.read_csv(path, nrows=1, **raw).iloc[0].tolist()
-        # A first line of numbers only is data (numpy's savetxt writes no header), unless it is 0, 1, ...: the
-        # labels pandas writes for a frame's unnamed columns.
-        headerless = all(map(_is_number, header)) and header != [str(i) for i in range(len(header))]
+        with _open_text(path) as handle:
+            first_lines = [handle.readline(), handle.readline()]
+        first_fields = list(csv.reader(first_lines, delimiter=sep))
+        # A first line of unquoted numbers only, as long as the next, is data (numpy's savetxt writes no header),
+        # unless it is 0, 1, ...: the labels pandas writes for a frame's unnamed columns. (R's write.table quotes
+        # its names and writes a header one field short.)
+        headerless = (all(map(_is_number, header)) and header != [str(i) for i in range(len(header))]
+                      and '"' not in first_lines[0]
+                      and len(first_fields) == 2 and len(first_fields[0]) == len(first_fields[1]))
         frame = pd.read_csv(path, sep=sep, header=None if headerless else 0)
     except Exception as exc:  # noqa: BLE001 - any parse failure becomes one line naming the file
         raise ValueError(f"{path}: cannot parse as a table ({_one_line(exc)})") from None
@@ -400,8 +406,9 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     - ``.csv``/``.tsv`` (optionally ``.gz``): the header gives the column names; the first column gives the row
       names when it is non-numeric, its header is empty (as pandas' ``to_csv`` writes an index) or the header
       is one field short (as R's ``write.table`` writes row names). Names are kept as written ("001", "NA").
-      A first line of numbers only is read as counts, with a warning (numpy's ``savetxt`` writes no header),
-      unless it is 0, 1, ..., the labels pandas writes for unnamed columns. Dense.
+      A first line of unquoted numbers only, as many as on the next line, is read as counts, with a warning
+      (numpy's ``savetxt`` writes no header), unless it is 0, 1, ..., the labels pandas writes for unnamed
+      columns. Dense.
     - ``.mtx``/``.mtx.gz``: MatrixMarket, kept as stored. Sparse.
     - a folder holding a 10x output: ``matrix.mtx(.gz)`` (genes x cells), ``features.tsv(.gz)`` or
       ``genes.tsv(.gz)`` (row names: the gene symbols, made unique) and ``barcodes.tsv(.gz)`` (column names).
