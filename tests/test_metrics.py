@@ -27,7 +27,7 @@ def _cells(rows, columns):
 def _set_score(a_sets, b_sets):
     if not a_sets or not b_sets:
         return 0.0
-    return float(np.mean([max(len(a & b) / len(a | b) if a | b else 0.0 for b in b_sets) for a in a_sets]))
+    return float(np.mean([max(len(a & b) / len(a | b) if a | b else 1.0 for b in b_sets) for a in a_sets]))
 
 
 def _brute_jaccard(found, truth):
@@ -113,14 +113,27 @@ def test_symmetric_and_order_free():
 
 def test_consensus_score_is_sklearns_and_zero_for_an_empty_set():
     rng = np.random.default_rng(2)
-    found = (rng.random((3, 9)) < 0.5, rng.random((3, 7)) < 0.5)
-    truth = (rng.random((2, 9)) < 0.5, rng.random((2, 7)) < 0.5)
-    assert consensus_score(found, truth) == sklearn_consensus_score(found, truth)
+    for n_found, n_true in [(1, 5), (4, 4), (2, 3), (3, 2)]:
+        found = (rng.random((n_found, 9)) < 0.5, rng.random((n_found, 7)) < 0.5)
+        truth = (rng.random((n_true, 9)) < 0.5, rng.random((n_true, 7)) < 0.5)
+        assert consensus_score(found, truth) == pytest.approx(sklearn_consensus_score(found, truth), abs=1e-12)
     assert consensus_score(found, found) == 1.0
+    overlap = lambda a_rows, a_columns, b_rows, b_columns: float((a_rows & b_rows).any())  # noqa: E731
+    assert consensus_score(found, truth, similarity=overlap) == sklearn_consensus_score(found, truth,
+                                                                                        similarity=overlap)
     empty = (np.zeros((0, 9), bool), np.zeros((0, 7), bool))
     assert consensus_score(empty, truth) == 0.0 and consensus_score(truth, empty) == 0.0
     with pytest.raises(ValueError, match="different numbers of columns"):
         consensus_score(found, (truth[0], np.ones((2, 8), bool)))
+
+
+def test_a_set_with_an_empty_bicluster_scores_1_against_itself():
+    """An empty bicluster (no rows, or no columns) equals another empty one: Jaccard 1 (sklearn's is 0 / 0, which
+    its matching refuses), and 0 against any bicluster with cells."""
+    sets = (np.array([[1, 1, 0], [0, 0, 0]], bool), np.array([[1, 0], [0, 0]], bool))
+    for score in (jaccard_score, consensus_score):
+        assert score(sets, sets) == 1.0
+        assert score(sets, (sets[0][:1], sets[1][:1])) == 0.5
 
 
 def test_bad_input():

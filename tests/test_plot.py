@@ -182,6 +182,25 @@ def test_biclusters_bad_max_biclusters(bad, case2):
     with pytest.raises(ValueError, match="max_biclusters must be an integer >= 1"):
         plot_biclusters(X, model, max_biclusters=bad)
 
+
+@pytest.mark.parametrize("plot, options, message", [
+    ("biclusters", {"max_bins": 0}, "max_bins must be an integer >= 1"),
+    ("biclusters", {"max_bins": 2.5}, "max_bins must be an integer >= 1"),
+    ("biclusters", {"row_names": ["a", "b", "c"]}, "3 row names for the 20 rows of X"),
+    ("biclusters", {"column_names": ["a"] * 21}, "21 column names for the 20 columns of X"),
+    ("biclusters", {"cmap": "no such map"}, "no such map"),
+    ("membership", {"max_bins": -1}, "max_bins must be an integer >= 1"),
+])
+def test_bad_arguments_are_named_and_leave_no_figure_open(plot, options, message, case2):
+    X, model = case2
+    plt.close("all")
+    with pytest.raises(ValueError, match=message):
+        plot_biclusters(X, model, **options) if plot == "biclusters" else plot_membership(model, **options)
+    assert plt.get_fignums() == []
+    with pytest.raises(AttributeError):
+        plot_k_trace(object())
+    assert plt.get_fignums() == []
+
 def test_biclusters_shape_mismatch(case2):
     X, model = case2
     with pytest.raises(ValueError, match="row labels"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import consensus_score as _sklearn_consensus_score
 
 __all__ = ["consensus_score", "jaccard_score", "recovery_score", "relevance_score"]
@@ -79,9 +80,10 @@ def _zero_for_an_empty_set(score):
 
 
 def _jaccard_from_sizes(intersection, size_a, size_b):
-    """|a ∩ b| / |a ∪ b| from the intersection sizes (n_a, n_b) and the set sizes; 0 where both sets are empty."""
+    """|a ∩ b| / |a ∪ b| from the intersection sizes (n_a, n_b) and the set sizes; 1 where both sets are empty
+    (equal sets), so that a set of biclusters scores 1 against itself even when one of them is empty."""
     union = size_a[:, None] + size_b[None, :] - intersection
-    return np.divide(intersection, union, out=np.zeros(intersection.shape), where=union > 0)
+    return np.divide(intersection, union, out=np.ones(intersection.shape), where=union > 0)
 
 
 def _row_jaccard(a, b):
@@ -132,12 +134,18 @@ def consensus_score(found, truth, *, similarity="jaccard"):
     The biclusters of ``found`` and ``truth`` are matched one to one (Hungarian algorithm) by ``similarity``
     ("jaccard", or a function of two biclusters' rows and columns), and the matched similarities summed and
     divided by the larger set's size (:func:`sklearn.metrics.consensus_score`). The sets are checked as for
-    :func:`jaccard_score`; sklearn refuses an empty set, which a fit that finds no bicluster gives.
+    :func:`jaccard_score`; sklearn refuses an empty set, which a fit that finds no bicluster gives. "jaccard" is
+    :func:`jaccard_score`'s index between cell sets, 1 between two empty biclusters (sklearn's is 0 / 0 there,
+    which its matching refuses).
 
     Returns
     -------
     float in [0, 1]
     """
+    if isinstance(similarity, str) and similarity == "jaccard":
+        matrix = _cell_jaccard(found, truth)
+        matched = linear_sum_assignment(matrix, maximize=True)
+        return float(matrix[matched].sum() / max(matrix.shape))
     return float(_sklearn_consensus_score(found, truth, similarity=similarity))
 
 

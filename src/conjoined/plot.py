@@ -9,6 +9,7 @@ matplotlib is imported only when a function is called (``pip install matplotlib`
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -28,6 +29,24 @@ def _pyplot():
     except ImportError:
         raise ImportError("conjoined's plots need matplotlib: pip install matplotlib") from None
     return plt
+
+
+def _closing_its_figure_on_error(plot):
+    """Decorator of a plot function: when it raises, the figures it opened are closed (pyplot would keep them,
+    and show them with the next figure)."""
+
+    @functools.wraps(plot)
+    def wrapper(*args, **kwargs):
+        plt = _pyplot()
+        before = set(plt.get_fignums())
+        try:
+            return plot(*args, **kwargs)
+        except BaseException:
+            for number in set(plt.get_fignums()) - before:
+                plt.close(number)
+            raise
+
+    return wrapper
 
 
 def _new_axes(ax, figsize, ncols=1):
@@ -118,6 +137,7 @@ def _label_ticks(set_ticks, set_labels, sorted_labels, names):
     set_labels(["–" if sorted_labels[s] < 0 else str(sorted_labels[s]) for s in starts], fontsize=8)
 
 
+@_closing_its_figure_on_error
 def plot_biclusters(
     X,
     model,
@@ -180,6 +200,10 @@ def plot_biclusters(
         )
     if max_biclusters is not None:
         max_biclusters = check_int(max_biclusters, "max_biclusters", minimum=1)
+    max_bins = check_int(max_bins, "max_bins", minimum=1)
+    for names, size, what in ((row_names, n_rows, "row"), (column_names, n_cols, "column")):
+        if names is not None and len(names) != size:
+            raise ValueError(f"{len(names)} {what} names for the {size} {what}s of X")
     bicluster_rows = np.asarray(model.rows_, dtype=bool).reshape(-1, n_rows)
     bicluster_columns = np.asarray(model.columns_, dtype=bool).reshape(-1, n_cols)
     n_found = len(bicluster_rows)
@@ -351,6 +375,7 @@ def _plot_one_trace(ax, trace, n_clusters, posterior, what):
     ax.legend(loc="best", fontsize=8)
 
 
+@_closing_its_figure_on_error
 def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0)):
     """Number of clusters at each iteration of the row and the column DP mixtures (two panels).
 
@@ -381,6 +406,7 @@ def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0)):
     return figure
 
 
+@_closing_its_figure_on_error
 def plot_theta(model, ax=None, *, annotate=None, figsize=(6.5, 5.0), cmap="viridis"):
     """Heatmap of ``model.theta_`` (K_r x K_c), the joint probability of a token's row and column clusters.
 
@@ -479,6 +505,7 @@ def _topic_labels(model, side):
     return getattr(model, f"block_{side}_labels_", getattr(model, f"{side}_labels_"))
 
 
+@_closing_its_figure_on_error
 def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0)):
     """``row_membership_`` and ``column_membership_`` as heatmaps (share of each row's/column's tokens per
     cluster), items sorted by label (-1 last; ``block_row_labels_``, whose clusters are the topics, where the
@@ -490,6 +517,7 @@ def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0)):
     -------
     matplotlib.figure.Figure
     """
+    max_bins = check_int(max_bins, "max_bins", minimum=1)
     figure, (row_ax, column_ax) = _new_axes(axes, figsize, ncols=2)
     _plot_one_membership(row_ax, model.row_membership_, _topic_labels(model, "row"), "row", max_bins)
     shown = _plot_one_membership(
