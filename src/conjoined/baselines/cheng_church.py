@@ -9,6 +9,10 @@ from .._validation import check_bool, check_int, check_positive
 from ._preprocess import as_generator, empty_biclusters, preprocess, validate_input
 
 
+# Relative round-off tolerance of the comparisons with H (``ChengChurch.fit``).
+ROUND_OFF = 1e-20
+
+
 def _residue_scores(A, rows, columns):
     """Mean squared residue H(I, J) of ``A[rows][:, columns]`` and its row and column means d(i), d(j).
 
@@ -24,7 +28,8 @@ def _residue_scores(A, rows, columns):
 
 def _multiple_node_deletion(A, rows, columns, max_msr, alpha, min_size):
     """Cheng & Church Algorithm 2: drop every row (column) whose d exceeds ``alpha * H``, while there are more
-    than ``min_size`` rows (columns) and H exceeds ``max_msr``. Updates the boolean masks in place."""
+    than ``min_size`` rows (columns) and H exceeds ``max_msr`` (which includes the round-off tolerance, see
+    ``ChengChurch.fit``). Updates the boolean masks in place."""
     while True:
         msr, d_rows, _ = _residue_scores(A, rows, columns)
         if msr <= max_msr:
@@ -59,11 +64,11 @@ def _single_node_deletion(A, rows, columns, max_msr):
             columns[np.flatnonzero(columns)[np.argmax(d_columns)]] = False
 
 
-def _node_addition(A, rows, columns, add_inverted_rows):
+def _node_addition(A, rows, columns, add_inverted_rows, tolerance):
     """Cheng & Church Algorithm 3: add every column, then every row, whose mean squared residue against the
-    bicluster is at most H(I, J); optionally add rows whose mirror image (negated row) qualifies. Repeats
-    until nothing is added. Updates the masks in place and returns the per-row sign (+1, or -1 for inverted
-    rows)."""
+    bicluster is at most H(I, J) (plus the round-off ``tolerance``); optionally add rows whose mirror image
+    (negated row) qualifies. Repeats until nothing is added. Updates the masks in place and returns the per-row
+    sign (+1, or -1 for inverted rows)."""
     sign = np.ones(A.shape[0])
     while True:
         n_before = rows.sum() + columns.sum()
@@ -73,7 +78,7 @@ def _node_addition(A, rows, columns, add_inverted_rows):
         column_mean = W[rows].mean(axis=0)
         overall = W[np.ix_(rows, columns)].mean()
         residue = W[rows] - row_mean[rows, None] - column_mean + overall
-        columns |= (residue**2).mean(axis=0) <= msr
+        columns |= (residue**2).mean(axis=0) <= msr + tolerance
 
         msr, _, _ = _residue_scores(W, rows, columns)
         row_mean = W[:, columns].mean(axis=1)
@@ -82,10 +87,10 @@ def _node_addition(A, rows, columns, add_inverted_rows):
         outside = ~rows
         W_out = W[np.ix_(outside, columns)]
         score = ((W_out - row_mean[outside, None] - column_mean + overall) ** 2).mean(axis=1)
-        add = score <= msr
+        add = score <= msr + tolerance
         if add_inverted_rows:
             inverted_score = ((-W_out + row_mean[outside, None] - column_mean + overall) ** 2).mean(axis=1)
-            inverted = ~add & (inverted_score <= msr)
+            inverted = ~add & (inverted_score <= msr + tolerance)
             sign[np.flatnonzero(outside)[inverted]] = -1.0
             add |= inverted
         rows[np.flatnonzero(outside)[add]] = True
@@ -181,17 +186,20 @@ class ChengChurch(BiclusterMixin, BaseEstimator):
         A = preprocess(validate_input(X), self.preprocess)
         rng = as_generator(self.random_state)
         low, high = A.min(), A.max()
+        # Squared residues that are 0 in exact arithmetic (an exactly additive block) come out near eps^2 times
+        # the squared values, at random above or below H: a tolerance far above that, far below any real residue.
+        tolerance = ROUND_OFF * float(np.mean(A**2))
         n_rows, n_cols = A.shape
 
         found_rows, found_columns, found_inverted, found_msr = [], [], [], []
         for _ in range(n_biclusters):
             rows = np.ones(n_rows, dtype=bool)
             columns = np.ones(n_cols, dtype=bool)
-            _multiple_node_deletion(A, rows, columns, max_msr, alpha, min_size)
-            _single_node_deletion(A, rows, columns, max_msr)
+            _multiple_node_deletion(A, rows, columns, max_msr + tolerance, alpha, min_size)
+            _single_node_deletion(A, rows, columns, max_msr + tolerance)
             if rows.sum() < 2 or columns.sum() < 2:
                 break
-            sign = _node_addition(A, rows, columns, add_inverted_rows)
+            sign = _node_addition(A, rows, columns, add_inverted_rows, tolerance)
             found_rows.append(rows)
             found_columns.append(columns)
             found_inverted.append(sign < 0)
