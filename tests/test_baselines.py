@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from conjoined.baselines._preprocess import preprocess
 from conjoined.baselines.bimax import Bimax
@@ -94,6 +95,14 @@ def test_bimax_equals_brute_force_on_random_binary_matrices():
         assert est.n_biclusters_ == len(found)
         n_checked += len(found)
     assert n_checked > 500  # the random matrices are not trivially empty
+
+
+def test_bimax_warns_when_binarizing_leaves_no_one():
+    X = np.random.default_rng(0).poisson(2.0, size=(10, 8)) > 2  # already 0/1: log(2) < 1 everywhere
+    with pytest.warns(UserWarning, match="leaves no 1 .* pass preprocess=None") as record:
+        assert Bimax().fit(X).n_biclusters_ == 0
+    assert record[0].filename == __file__
+    assert Bimax(preprocess=None).fit(X).n_biclusters_ > 0
 
 
 def test_bimax_limit_counts_and_empty_result():
@@ -292,3 +301,13 @@ def test_fit_does_not_modify_input_and_sets_mixin_attributes(estimator):
     np.testing.assert_array_equal(X, original)
     assert est.rows_.dtype == bool and est.rows_.shape == (est.n_biclusters_, 12)
     assert est.columns_.dtype == bool and est.columns_.shape == (est.n_biclusters_, 10)
+
+
+@parametrize_with_checks([
+    Bimax(), ChengChurch(random_state=0), DT2B(n_sweeps=5, random_state=0), Plaid(random_state=0),
+    # sklearn's checks fit 2 x 2 and n x 2 matrices: 2 clusters from 1 singular vector (its own setting for
+    # SpectralBiclustering)
+    Spectral(n_clusters=2, n_best=1, random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)

@@ -16,8 +16,9 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import BaseEstimator, BiclusterMixin
 
-from .._validation import check_matrix
+from .._validation import check_matrix, record_features
 
 PREPROCESS_METHODS = (None, "log1p", "standardize", "binarize")
 
@@ -76,7 +77,7 @@ def preprocess(X, method, *, threshold=1.0):
     if np.any(values < 0):
         raise ValueError(
             f"preprocess={method!r} takes log(X + 1) and needs non-negative data (counts); "
-            "X has negative values"
+            "X has negative values (Negative values in data)"
         )
     logged = np.log1p(values)
     if method == "log1p":
@@ -84,9 +85,24 @@ def preprocess(X, method, *, threshold=1.0):
     return (logged > binarize_threshold(logged, threshold)).astype(np.float64)
 
 
-def validate_input(X, *, min_rows=2, min_cols=2):
-    """``check_matrix`` for the baselines: real values (not only counts), finite, non-empty, at least 2x2."""
-    return check_matrix(X, name="X", min_rows=min_rows, min_cols=min_cols, counts=False)
+class Baseline(BiclusterMixin, BaseEstimator):
+    """What the baselines share as scikit-learn estimators: dense or sparse input (densified, module docstring),
+    the features of the data they were fitted on recorded, and their input tagged non-negative where their
+    preprocessing takes a log (``log1p``, ``binarize``)."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = getattr(self, "preprocess", None) in ("log1p", "binarize")
+        return tags
+
+
+def validate_input(estimator, X, *, min_rows=2, min_cols=2, counts=False):
+    """``check_matrix`` for the baselines (real values, or counts with ``counts``; finite, non-empty, at least
+    ``min_rows`` x ``min_cols``), recording the features of ``X`` on ``estimator``."""
+    checked = check_matrix(X, name="X", min_rows=min_rows, min_cols=min_cols, counts=counts)
+    record_features(estimator, X, reset=True)
+    return checked
 
 
 def as_generator(random_state):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.base import BaseEstimator, BiclusterMixin
+import warnings
 
-from .._validation import check_int
-from ._preprocess import empty_biclusters, preprocess, validate_input
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_int, keeping_state_on_failure
+from ._preprocess import Baseline, empty_biclusters, preprocess, validate_input
 
 
 def _column_masks(B):
@@ -64,7 +66,7 @@ def _enumerate_maximal(row_masks, n_cols, min_rows, min_cols, limit):
     return found
 
 
-class Bimax(BiclusterMixin, BaseEstimator):
+class Bimax(Baseline):
     """All inclusion-maximal biclusters of ones in a binary matrix (Bimax, Prelic et al. 2006).
 
     The divide and conquer of Prelic et al.: pick a row with both zeros and ones among the current columns;
@@ -120,6 +122,7 @@ class Bimax(BiclusterMixin, BaseEstimator):
         self.preprocess = preprocess
         self.binarize_threshold = binarize_threshold
 
+    @keeping_state_on_failure
     def fit(self, X, y=None):
         """Find the maximal all-ones biclusters of ``X`` (binarised first unless ``preprocess=None``).
 
@@ -137,7 +140,7 @@ class Bimax(BiclusterMixin, BaseEstimator):
         limit = None if self.max_biclusters is None else check_int(self.max_biclusters, "max_biclusters")
         if self.preprocess not in ("binarize", None):
             raise ValueError(f"preprocess must be 'binarize' or None, got {self.preprocess!r}")
-        data = validate_input(X, min_rows=1, min_cols=1)
+        data = validate_input(self, X, min_rows=1, min_cols=1)
         if self.preprocess is None:
             binary = preprocess(data, None)
             if not np.all((binary == 0) | (binary == 1)):
@@ -146,6 +149,10 @@ class Bimax(BiclusterMixin, BaseEstimator):
                 )
         else:
             binary = preprocess(data, "binarize", threshold=self.binarize_threshold)
+            if not binary.any() and (data.data if sp.issparse(data) else data).any():
+                warnings.warn(
+                    f"binarizing X at log(X + 1) > {self.binarize_threshold!r} leaves no 1 (is X already 0/1? then "
+                    "pass preprocess=None): no bicluster can be found", UserWarning, stacklevel=3)
         binary = binary.astype(bool)
         n_rows, n_cols = binary.shape
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, BiclusterMixin
 
-from .._validation import check_bool, check_int, check_positive
-from ._preprocess import as_generator, empty_biclusters, preprocess, validate_input
-
+from .._validation import check_bool, check_int, check_positive, keeping_state_on_failure
+from ._preprocess import Baseline, as_generator, empty_biclusters, preprocess, validate_input
 
 # Relative round-off tolerance of the comparisons with H (``ChengChurch.fit``).
 ROUND_OFF = 1e-20
@@ -98,7 +96,7 @@ def _node_addition(A, rows, columns, add_inverted_rows, tolerance):
             return sign
 
 
-class ChengChurch(BiclusterMixin, BaseEstimator):
+class ChengChurch(Baseline):
     """Cheng & Church (2000) biclustering by mean squared residue.
 
     The mean squared residue of a submatrix (I, J) is
@@ -163,6 +161,7 @@ class ChengChurch(BiclusterMixin, BaseEstimator):
         self.preprocess = preprocess
         self.random_state = random_state
 
+    @keeping_state_on_failure
     def fit(self, X, y=None):
         """Search ``X`` for up to ``n_biclusters`` biclusters with mean squared residue <= ``max_msr``.
 
@@ -183,7 +182,7 @@ class ChengChurch(BiclusterMixin, BaseEstimator):
             raise ValueError(f"deletion_threshold must be >= 1, got {self.deletion_threshold!r}")
         min_size = check_int(self.multiple_deletion_min_size, "multiple_deletion_min_size", minimum=1)
         add_inverted_rows = check_bool(self.add_inverted_rows, "add_inverted_rows")
-        A = preprocess(validate_input(X), self.preprocess)
+        A = preprocess(validate_input(self, X), self.preprocess)
         rng = as_generator(self.random_state)
         low, high = A.min(), A.max()
         # Squared residues that are 0 in exact arithmetic (an exactly additive block) come out near eps^2 times

@@ -9,16 +9,16 @@ biclusters are read off the count matrices by thresholding them at their mean pl
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, BiclusterMixin
 
-from .._validation import check_int, check_matrix, check_positive
+from .._validation import check_int, check_positive, keeping_state_on_failure
 from ..extract import extract_biclusters, topic_parameters
 from ..reassign import reassign_tokens
+from ._preprocess import Baseline, validate_input
 
 __all__ = ["DT2B"]
 
 
-class DT2B(BiclusterMixin, BaseEstimator):
+class DT2B(Baseline):
     """Dual-topic biclustering of a count matrix with fixed numbers of row and column topics.
 
     Parameters
@@ -84,6 +84,7 @@ class DT2B(BiclusterMixin, BaseEstimator):
         self.n_sweeps = n_sweeps
         self.random_state = random_state
 
+    @keeping_state_on_failure
     def fit(self, X, y=None):
         """Sample the token topics of ``X`` (count matrix, shape (n_rows, n_cols)) and extract the biclusters.
 
@@ -98,7 +99,7 @@ class DT2B(BiclusterMixin, BaseEstimator):
         -------
         self
         """
-        X = check_matrix(X, name="X", counts=True)
+        X = validate_input(self, X, min_rows=1, min_cols=1, counts=True)
         n_row_clusters = check_int(self.n_row_clusters, "n_row_clusters", minimum=1)
         n_column_clusters = check_int(self.n_column_clusters, "n_column_clusters", minimum=1)
         if X.sum() == 0:
@@ -137,3 +138,10 @@ class DT2B(BiclusterMixin, BaseEstimator):
         self.n_row_clusters_ = n_row_clusters
         self.n_column_clusters_ = n_column_clusters
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        # sklearn's tag for non-negative integer input: its checks then feed counts, which is what DT2B models
+        tags.input_tags.categorical = True
+        return tags

@@ -6,10 +6,9 @@ import numbers
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.base import BaseEstimator, BiclusterMixin
 
-from .._validation import check_bool, check_int
-from ._preprocess import as_generator, empty_biclusters, preprocess, validate_input
+from .._validation import check_bool, check_int, keeping_state_on_failure
+from ._preprocess import Baseline, as_generator, empty_biclusters, preprocess, validate_input
 
 
 class _Layer(NamedTuple):
@@ -78,7 +77,7 @@ def _smaller_kmeans_cluster(points, n_iter, n_init, rng):
     return labels == (0 if sizes[0] < sizes[1] else 1)
 
 
-class Plaid(BiclusterMixin, BaseEstimator):
+class Plaid(Baseline):
     """Plaid model biclustering with Turner et al.'s binary least-squares fitting (biclust's ``BCPlaid``).
 
     The matrix is modelled as a sum of layers,
@@ -258,6 +257,7 @@ class Plaid(BiclusterMixin, BaseEstimator):
                     break
         return layer
 
+    @keeping_state_on_failure
     def fit(self, X, y=None):
         """Fit plaid layers to ``X`` until a layer is not significant or ``max_layers`` are found.
 
@@ -272,7 +272,7 @@ class Plaid(BiclusterMixin, BaseEstimator):
         self
         """
         effects = self._check_params()
-        Z = preprocess(validate_input(X), self.preprocess)
+        Z = preprocess(validate_input(self, X), self.preprocess)
         rng = as_generator(self.random_state)
         n_rows, n_cols = Z.shape
         row_effects, column_effects = effects

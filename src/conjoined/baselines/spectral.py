@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, BiclusterMixin
 from sklearn.cluster import SpectralBiclustering
 
-from ._preprocess import preprocess, validate_input
+from .._validation import keeping_state_on_failure
+from ._preprocess import Baseline, preprocess, validate_input
 
 
-class Spectral(BiclusterMixin, BaseEstimator):
+class Spectral(Baseline):
     """Kluger et al.'s spectral (checkerboard) biclustering with the setting of biclust's ``BCSpectral``.
 
     Rows and columns are each partitioned by k-means on the leading singular vectors of the normalised matrix;
@@ -63,6 +63,7 @@ class Spectral(BiclusterMixin, BaseEstimator):
         self.preprocess = preprocess
         self.random_state = random_state
 
+    @keeping_state_on_failure
     def fit(self, X, y=None):
         """Partition the rows and columns of ``X`` into a checkerboard of biclusters.
 
@@ -76,7 +77,7 @@ class Spectral(BiclusterMixin, BaseEstimator):
         -------
         self
         """
-        data = preprocess(validate_input(X), self.preprocess)
+        data = preprocess(validate_input(self, X), self.preprocess)
         seed = self.random_state
         if isinstance(seed, np.random.Generator):
             seed = int(seed.integers(np.iinfo(np.int32).max))
