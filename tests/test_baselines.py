@@ -238,6 +238,13 @@ def test_plaid_layer_effects_and_options():
 
 # --- Spectral ---
 
+@pytest.mark.parametrize("n_clusters, message", [(8, "8 column clusters, more than X's 7 columns"),
+                                                  ((9, 2), "9 row clusters, more than X's 8 rows")])
+def test_spectral_more_clusters_than_rows_or_columns_is_named(n_clusters, message):
+    with pytest.raises(ValueError, match=message):
+        Spectral(n_clusters=n_clusters).fit(np.random.default_rng(0).poisson(3.0, size=(8, 7)))
+
+
 def test_spectral_recovers_checkerboard_and_is_seeded():
     rng = np.random.default_rng(0)
     row_labels = np.repeat([0, 1, 2], [10, 8, 12])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from sklearn.cluster import SpectralBiclustering
 
@@ -78,6 +80,10 @@ class Spectral(Baseline):
         self
         """
         data = preprocess(validate_input(self, X), self.preprocess)
+        clusters = self.n_clusters if isinstance(self.n_clusters, (tuple, list)) else (self.n_clusters,) * 2
+        for what, wanted, size in zip(("row", "column"), clusters, data.shape):
+            if isinstance(wanted, numbers.Integral) and wanted > size:
+                raise ValueError(f"n_clusters asks for {wanted} {what} clusters, more than X's {size} {what}s")
         seed = self.random_state
         if isinstance(seed, np.random.Generator):
             seed = int(seed.integers(np.iinfo(np.int32).max))
