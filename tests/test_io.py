@@ -446,6 +446,15 @@ def test_atomic_output_dir_failure_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_atomic_output_dir_that_cannot_be_made_is_named(tmp_path):
+    (tmp_path / "a file").write_text("mine")
+    out = tmp_path / "a file" / "results"
+    with pytest.raises(OSError, match=r"cannot write the results to .*a file/results: ") as caught:
+        with atomic_output_dir(out):
+            pass
+    assert caught.value.errno is not None and os.listdir(tmp_path) == ["a file"]
+
+
 def test_atomic_output_dir_force_replaces_only_after_success(tmp_path):
     out = tmp_path / "results"
     out.mkdir()

@@ -267,7 +267,8 @@ def build_parser():
     fit.add_argument(
         "input",
         metavar="INPUT",
-        help=".csv/.tsv (header and first column give names), .mtx, a 10x folder, .npz "
+        help=".csv/.tsv (the header names the columns; a first column of text, or under an empty header "
+        "field, names the rows), .mtx, a 10x folder, .npz "
         "(scipy.sparse), .h5ad (AnnData, read as genes x cells) or .mat (a cell array of strings as long as "
         "the rows or the columns names them)",
     )

@@ -564,9 +564,17 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
     while not ancestor.exists():
         created_parents.append(ancestor)
         ancestor = ancestor.parent
-    parent.mkdir(parents=True, exist_ok=True)
     staging = _temporary_sibling(parent / path.name, "partial")
-    staging.mkdir()
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+    except OSError as exc:  # named by the output the user chose, not by the hidden staging folder
+        for directory in created_parents:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        named = type(exc)(f"cannot write the results to {path}: {exc.strerror}")
+        named.errno = exc.errno
+        raise named from None
     try:
         yield staging
         with _signals_deferred():
