@@ -9,7 +9,7 @@ from sklearn.utils.estimator_checks import check_dataframe_column_names_consiste
 
 import conjoined
 from conjoined import CDP, ConjoinedDirichletProcess
-from conjoined.cdp import feature_dispersion, point_dispersion
+from conjoined.cdp import _select_labels, feature_dispersion, point_dispersion
 from conjoined.datasets import make_cdp_case, make_marques_like
 from conjoined.metrics import jaccard_score
 
@@ -120,12 +120,26 @@ def test_all_zero_rows_and_columns_are_set_aside_in_place():
     assert model.rows_.shape[1] == 50 and (model.row_labels_ >= 0).sum() == 48
 
 
-def test_the_papers_pipeline_runs_as_an_option():
+def test_the_papers_pipeline_runs_as_an_option(monkeypatch):
     X, _, _ = make_cdp_case(2, random_state=0)
     model = CDP(mode="paper", reassign_method="paper-code", extraction="paper-code", n_iter=60,
                 random_state=0).fit(X)
     assert isinstance(model.row_dpmm_.prior_, conjoined.Multinomial)
     assert model.rows_.shape[1] == 20
+    # the paper's labels: those of the last iteration after warm-up whose K is the posterior mode of K
+    for dpmm, posterior in ((model.row_dpmm_, model.row_k_posterior_), (model.column_dpmm_,
+                                                                         model.column_k_posterior_)):
+        mode = max(posterior, key=posterior.get)
+        last = max(i for i in range(dpmm.warmup_, dpmm.n_clusters_trace_.size) if dpmm.n_clusters_trace_[i] == mode)
+        labels, k, _ = _select_labels(dpmm, consensus=False)
+        assert k == mode
+        np.testing.assert_array_equal(labels, np.unique(dpmm.labels_trace_[last], return_inverse=True)[1])
+    chosen = []
+    monkeypatch.setattr(conjoined.cdp, "_select_labels",
+                        lambda dpmm, consensus=True: chosen.append(consensus) or _select_labels(dpmm, consensus))
+    CDP(mode="paper", n_iter=20, n_reassign=2, random_state=0).fit(X)
+    CDP(n_iter=20, n_rounds=0, n_reassign=2, random_state=0).fit(X)
+    assert chosen == [False, False, True, True]
 
 
 def test_background_levels_find_the_raised_blocks_of_genes_at_different_depths():
@@ -286,10 +300,11 @@ def test_refine_works_on_block_labels_and_leaves_the_mixtures_labels():
 
 
 def test_topics_are_the_refined_clusters_that_have_members():
-    # On case 1 the paper's independent mixtures give 9 x 4 clusters; the refinement merges them to 2 x 2.
+    # On case 1 the paper's independent mixtures give 10 x 6 clusters (the last sample with the mode of K); the
+    # refinement merges them to 2 x 2.
     X, _, _ = make_cdp_case(1, random_state=0, shuffle=True)
     model = CDP(mode="paper", random_state=0).fit(X)
-    assert (model.row_labels_.max() + 1, model.column_labels_.max() + 1) == (9, 4)
+    assert (model.row_labels_.max() + 1, model.column_labels_.max() + 1) == (10, 6)
     assert (model.n_row_clusters_, model.n_column_clusters_) == (2, 2)
     assert model.theta_.shape == (2, 2) and model.token_counts_.n_kl.sum() == X.sum()
     assert model.row_membership_.shape == (50, 2) and model.phi_columns_.shape == (50, 2)

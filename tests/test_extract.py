@@ -1136,7 +1136,7 @@ def test_refine_partition_rejects_an_unknown_likelihood():
 
 def test_paper_code_rule_by_hand():
     counts = _counts_at_labels(X_BLOCK, LABELS, LABELS, 2, 2)
-    found = extract_biclusters(X_BLOCK, counts, rule="paper-code", a_r=0.5, a_c=0.5)
+    found = extract_biclusters(X_BLOCK, counts, rule="paper-code")
     # Block means 5, 0.5, 0.5, 1: mean 1.75 + sample sd 2.18 = 3.93, only block (0, 0) passes.
     np.testing.assert_array_equal(found.pairs, [[0, 0]])
     np.testing.assert_array_equal(found.rows, [[True, True, False, False]])
@@ -1144,24 +1144,36 @@ def test_paper_code_rule_by_hand():
 
 
 def test_paper_code_rule_ties_give_several_labels_and_rows_stay_rows():
-    # 4 rows x 3 columns; row 3 has no tokens, so its phi ties across the three equally sized row topics.
-    X = np.array([[6, 0, 0], [0, 6, 0], [0, 0, 6], [0, 0, 0]])
+    # 4 rows x 3 columns; row 3 has 2 tokens in each of the three row topics (a tie: it is in all three).
+    X = np.array([[6, 0, 0], [0, 6, 0], [0, 0, 6], [2, 2, 2]])
     counts = _counts_at_labels(X, [0, 1, 2, -1], [0, 1, 2], 3, 3)
-    found = extract_biclusters(X, counts, rule="paper-code", a_r=0.5, a_c=0.5)
-    # Diagonal block means 6 / 2 = 3, the six others 0: mean 1 + sd 1.5 = 2.5, the diagonal passes.
+    counts = counts._replace(n_ik=np.vstack([counts.n_ik[:3], [2, 2, 2]]))
+    found = extract_biclusters(X, counts, rule="paper-code")
+    # Diagonal block means (6 + 2) / 2 = 4, the six others 2 / 2 = 1: mean 2 + sd 1.5, the diagonal passes.
     assert found.rows.shape == (3, 4) and found.columns.shape == (3, 3)
     np.testing.assert_array_equal(found.rows, [[1, 0, 0, 1], [0, 1, 0, 1], [0, 0, 1, 1]])
     np.testing.assert_array_equal(found.columns, np.eye(3, dtype=bool))
 
 
+def test_paper_code_rule_takes_each_items_share_of_its_tokens():
+    """The authors' phi is each item's share of its tokens per topic, n_ik / n_i: a one-token row whose token is
+    in topic 0 goes to topic 0, although the paper's phi, (n_ik + a_r) / (n_k + n_R a_r), is larger for the
+    smaller topic 1. A row without tokens goes nowhere (their 0 / 0)."""
+    X = np.array([[30, 30, 1, 1]] * 4 + [[1, 0, 0, 0]] + [[1, 1, 3, 3]] * 2 + [[0, 0, 0, 0]])
+    counts = _counts_at_labels(X, [0, 0, 0, 0, 0, 1, 1, -1], [0, 0, 1, 1], 2, 2)
+    found = extract_biclusters(X, counts, rule="paper-code")
+    assert found.rows[0].tolist() == [True] * 5 + [False] * 3  # the strongest block, (0, 0), with row 4
+    assert not found.rows[:, 7].any()
+
+
 def test_paper_code_rule_with_one_or_two_blocks():
     one = _counts_at_labels(X_BLOCK, [0] * 4, [0] * 4, 1, 1)
-    assert len(extract_biclusters(X_BLOCK, one, rule="paper-code", a_r=0.5, a_c=0.5).pairs) == 0
+    assert len(extract_biclusters(X_BLOCK, one, rule="paper-code").pairs) == 0
     two_unequal = _counts_at_labels(X_BLOCK, LABELS, [0] * 4, 2, 1)
-    assert len(extract_biclusters(X_BLOCK, two_unequal, rule="paper-code", a_r=0.5, a_c=0.5).pairs) == 0
+    assert len(extract_biclusters(X_BLOCK, two_unequal, rule="paper-code").pairs) == 0
     X_even = np.ones((2, 2), dtype=int)
     two_equal = _counts_at_labels(X_even, [0, 1], [0, 0], 2, 1)
-    found = extract_biclusters(X_even, two_equal, rule="paper-code", a_r=0.5, a_c=0.5)
+    found = extract_biclusters(X_even, two_equal, rule="paper-code")
     np.testing.assert_array_equal(found.pairs, [[0, 0], [1, 0]])
 
 
@@ -1181,8 +1193,7 @@ def test_dt2b_rule_by_hand():
     [
         ({"rule": "plaid"}, "rule must be one of"),
         ({"rule": "dt2b", "z_min": 3.0}, "rule 'dt2b' does not use z_min"),
-        ({"rule": "significance", "a_r": 0.5}, "does not use a_r"),
-        ({"rule": "paper-code"}, "needs a_r and a_c"),
+        ({"rule": "paper-code", "z_min": 3.0}, "rule 'paper-code' does not use z_min"),
         ({"rule": "significance"}, "needs row_labels"),
         ({"row_labels": LABELS[:3], "column_labels": LABELS}, "row_labels must be an integer array of shape"),
         ({"row_labels": LABELS, "column_labels": LABELS, "min_size": 0}, "min_size must be an integer >= 1"),

@@ -208,27 +208,37 @@ def test_averaged_counts_are_the_means_of_the_last_sweeps_allocations():
     np.testing.assert_array_equal(last.n_ik, reassign_tokens(**arguments).n_ik)
 
 
-def test_paper_code_from_labels_leaves_counts_unchanged():
-    # Every token of a row carries the row's label, so the leave-one-out draws can only return that label.
-    X = _random_counts(6)
-    rows, cols = np.arange(40) % 3, np.arange(30) % 4
-    start = reassign_tokens(X, rows, cols, 3, 4, **HYPER, n_sweeps=0)
-    after = reassign_tokens(X, rows, cols, 3, 4, **HYPER, n_sweeps=2, method="paper-code", random_state=0)
-    for a, b in zip(start, after):
-        np.testing.assert_array_equal(a, b)
+def test_paper_code_pass_draws_row_topics_from_the_column_and_column_topics_from_the_row():
+    """The authors' pass, from the labels: X = [[2, 1], [1, 0]], rows and columns in clusters (0, 1). Column 0's
+    tokens have row topics (0, 0, 1) and row 0's tokens column topics (0, 0, 1); the others have one token each.
+    So the token at (0, 1) goes to row topic 0 (column 1 has no other token: it keeps its own) and column topic 0
+    (row 0's others), the token at (1, 0) to (0, 0) likewise, and each of the two tokens at (0, 0) takes row topic
+    1 and column topic 1 with probability 1/2 each, independently."""
+    X = np.array([[2, 1], [1, 0]])
+    tally = collections.Counter()
+    n_draws = 4000
+    for seed in range(n_draws):
+        counts = reassign_tokens(X, [0, 1], [0, 1], 2, 2, **HYPER, n_sweeps=1, method="paper-code",
+                                 random_state=seed)
+        np.testing.assert_array_equal(counts.n_ik[1], [1, 0])
+        np.testing.assert_array_equal(counts.n_jl[1], [1, 0])
+        tally[int(counts.n_ik[0, 1]), int(counts.n_jl[0, 1])] += 1
+    binomial = {0: 0.25, 1: 0.5, 2: 0.25}
+    for (row_moved, column_moved), share in tally.items():
+        assert share / n_draws == pytest.approx(binomial[row_moved] * binomial[column_moved], abs=0.025)
+    assert len(tally) == 9
 
 
-def test_paper_code_draw_uses_the_other_tokens_of_the_row():
+def test_paper_code_draw_leaves_the_token_out():
     # One cell with three tokens with row topics (0, 0, 1), one column topic: the token of topic 1 must move to 0,
     # each token of topic 0 moves to 1 with probability 1/2, so n_0 after the pass is 1 + Binomial(2, 1/2).
     indptr, indices = np.array([0, 1]), np.array([0])
     cell_counts, offsets = np.array([3]), np.array([0, 3])
-    n_ik, n_jl = np.array([[2, 1]]), np.array([[3]])
     tally = collections.Counter()
     n_draws = 4000
     for seed in range(n_draws):
         pairs = np.array([0, 0, 1], dtype=np.int32)
-        _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, n_ik, n_jl, seed)
+        _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, 1, 2, 1, seed)
         assert pairs[2] == 0
         tally[int((pairs == 0).sum())] += 1
     for n_zero, probability in ((1, 0.25), (2, 0.5), (3, 0.25)):

@@ -211,20 +211,23 @@ def _k_posterior(dpmm):
     return {int(k): float(c) / len(ks) for k, c in zip(values, counts)}
 
 
-def _select_labels(dpmm):
+def _select_labels(dpmm, consensus=True):
     """Point estimate of the partition from the post-warm-up trace, from the samples whose K is the posterior
     mode of K.
 
-    The last sample with that K is the reference; every other sample with that K is matched to it (Hungarian
-    assignment on the contingency table) and each item takes its most frequent matched label, a posterior
-    summary that does not depend on one sample's noise. Labels are relabelled 0..K-1, where K can be below the
-    mode: a small cluster whose items vote more often for other clusters is absorbed.
+    The last sample with that K is the reference, and without ``consensus`` the answer (the paper's choice).
+    With it, every other sample with that K is matched to it (Hungarian assignment on the contingency table)
+    and each item takes its most frequent matched label, a posterior summary that does not depend on one
+    sample's noise. Labels are relabelled 0..K-1, where K can be below the mode: a small cluster whose items
+    vote more often for other clusters is absorbed.
     """
     k_post = _k_posterior(dpmm)
     k_mode = max(k_post, key=lambda k: (k_post[k], -k))
     ks = dpmm.n_clusters_trace_
     chosen = [i for i in range(dpmm.warmup_, len(ks)) if ks[i] == k_mode]
     _, reference = np.unique(dpmm.labels_trace_[chosen[-1]], return_inverse=True)
+    if not consensus:
+        return reference.astype(np.int64), k_mode, k_post
     votes = np.zeros((reference.shape[0], k_mode))
     for i in chosen:
         _, sample = np.unique(dpmm.labels_trace_[i], return_inverse=True)
@@ -259,11 +262,14 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     n_reassign : int, default=20
         Sweeps of the token reassignment. The token counts, and with them theta, phi and the memberships, are
         their means over the last half of the sweeps (the last ``ceil(n_reassign / 2)``): posterior means, where
-        the final allocation alone is one draw (a one-token document's membership is then 0 or 1).
+        the final allocation alone is one draw (a one-token document's membership is then 0 or 1). Not with
+        ``reassign_method="paper-code"``, which makes the authors' one pass.
     a_r, a_c, lam : float, default=0.1, 0.1, 0.1
         Dirichlet smoothing of phi_rows, phi_columns and theta in the reassignment (must be > 0).
     reassign_method : {"gibbs", "paper-code"}, default="gibbs"
-        "paper-code" is the authors' one-draw resampling, for comparison only.
+        "paper-code" is the authors' one-draw resampling, for comparison only: one pass in which each token's row
+        topic is redrawn from the row topics of its column's other tokens and its column topic from its row's
+        (``conjoined.reassign``).
     extraction : {"significance", "paper-code"}, default="significance"
         "significance" keeps the blocks (row cluster k x column cluster l) whose count exceeds the background
         density by ``z_min`` standard deviations (Poisson, or over-dispersed where the levelled background finds
@@ -306,7 +312,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         ``mode="paper"``). Ignored by ``extraction="paper-code"``.
     mode : {"conjoined", "paper"}, default="conjoined"
         "paper" forces the published pipeline: independent multinomial mixtures on the raw matrix, no
-        conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given.
+        conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given, and the labels of each side those of
+        the last iteration whose K is the posterior mode (the paper's choice; "conjoined" takes a consensus of
+        all the iterations with that K).
     random_state : None, int, SeedSequence, RandomState or Generator
     n_jobs : int or None
         Threads of the DPMM passes (None: every core).
@@ -485,8 +493,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         row_dpmm = self._dpmm("row", next(dpmm_seeds)).fit(core)
         column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(sp.csr_matrix(core.T))
         rounds = 0 if self.mode == "paper" else self.n_rounds
+        consensus = self.mode != "paper"
         row_dispersion = column_dispersion = None
-        row_labels, K_r, row_k_post = _select_labels(row_dpmm)
+        row_labels, K_r, row_k_post = _select_labels(row_dpmm, consensus)
         for round_ in range(rounds):
             col_labels, K_c, _ = _select_labels(column_dpmm)
             aggregated = _aggregate(core, col_labels, K_c)
@@ -496,7 +505,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             aggregated = _aggregate(core.T.tocsr(), row_labels, K_r)
             column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
             column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(_tempered(aggregated, *column_dispersion))
-        col_labels, K_c, col_k_post = _select_labels(column_dpmm)
+        col_labels, K_c, col_k_post = _select_labels(column_dpmm, consensus)
 
         # The topics are the clusters the biclusters are read from: the refined partitions where the significance
         # rule refines them, so that a bicluster's members have their tokens in its topics.
@@ -508,11 +517,14 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                     row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
             # The refinement merges clusters and may empty others: the topics are the clusters it kept.
             (block_rows, K_r), (block_cols, K_c) = _renumbered(block_rows), _renumbered(block_cols)
-        bar = progress_bar(self.n_reassign, "token reassignment", self.verbose)
+        # the authors' reassignment is one pass from the labels; the Gibbs sampler's counts are posterior means
+        n_sweeps = 1 if self.reassign_method == "paper-code" else self.n_reassign
+        bar = progress_bar(n_sweeps, "token reassignment", self.verbose)
         try:
             counts = reassign_tokens(
                 core, block_rows, block_cols, K_r, K_c, a_r=self.a_r, a_c=self.a_c, lam=self.lam,
-                n_sweeps=self.n_reassign, n_average=(self.n_reassign + 1) // 2, method=self.reassign_method,
+                n_sweeps=n_sweeps, n_average=0 if self.reassign_method == "paper-code" else (n_sweeps + 1) // 2,
+                method=self.reassign_method,
                 random_state=np.random.default_rng(seeds[0]), callback=lambda sweep, counts: bar.update(),
             )
         finally:
@@ -525,7 +537,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                                            column_labels=block_cols, z_min=self.z_min, min_size=self.min_size,
                                            background=self.background)
             else:
-                found = extract_biclusters(core, counts, rule="paper-code", a_r=self.a_r, a_c=self.a_c)
+                found = extract_biclusters(core, counts, rule="paper-code")
 
         self.row_labels_ = _expand(row_labels, row_index, n_rows, -1)
         self.column_labels_ = _expand(col_labels, col_index, n_cols, -1)

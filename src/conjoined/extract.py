@@ -77,8 +77,9 @@ the significance rule from several pairs of one lift joined (``row_clusters``, `
     0.89, 1.0, 0.99, against 1.0, 0.88, 0.88, 0.98 for a rule on the token memberships after reassignment
     (membership >= 0.35 and enrichment >= 1), which let spurious one-row topics and stray columns in.
 ``"paper-code"``
-    The rule of the authors' published code: each row goes to the topic(s) maximising ``phi_rows[i, :]`` (ties
-    give several labels), each column likewise; block (k, l) is kept when the mean of ``X`` over its cells is at
+    The rule of the authors' published code: each row goes to the topic(s) holding the largest share of its
+    tokens, ``n_ik / n_i`` (their ``phi_r``, not the paper's; ties give several labels; a row without tokens
+    goes nowhere), each column likewise; block (k, l) is kept when the mean of ``X`` over its cells is at
     least the mean plus the sample standard deviation of the means of all non-empty blocks;
     ``strength = block mean``. With a single non-empty block the standard deviation is undefined and nothing is
     kept (as the authors' R code, where the comparison with NA selects nothing). With exactly two blocks of
@@ -1606,14 +1607,17 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
     return rows, columns
 
 
-def _ties_at_maximum(phi):
-    """Bool (K, n): item i is in topic k when phi[i, k] equals the row maximum of phi[i, :]."""
-    return (phi == phi.max(axis=1, keepdims=True)).T
+def _largest_shares(n_ik):
+    """Bool (K, n): item i is in topic k when k holds the largest share of its tokens, n_ik / n_i (ties: several
+    topics; the authors' ``which(x == max(x))`` on ``x / sum(x)``); an item without tokens is in none (their
+    0 / 0)."""
+    n_ik = np.asarray(n_ik, dtype=np.float64)
+    return ((n_ik == n_ik.max(axis=1, keepdims=True)) & (n_ik.sum(axis=1) > 0)[:, None]).T
 
 
-def _paper_code_rule(X, counts, a_r, a_c):
-    row_sets = _ties_at_maximum(_phi(np.asarray(counts.n_ik, dtype=np.float64), a_r))
-    column_sets = _ties_at_maximum(_phi(np.asarray(counts.n_jl, dtype=np.float64), a_c))
+def _paper_code_rule(X, counts):
+    row_sets = _largest_shares(counts.n_ik)
+    column_sets = _largest_shares(counts.n_jl)
     n_cells = np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
     non_empty = n_cells > 0
     block_mean = np.zeros(n_cells.shape)
@@ -1689,8 +1693,6 @@ def extract_biclusters(
     z_min=None,
     min_size=None,
     background=None,
-    a_r=None,
-    a_c=None,
 ):
     """Biclusters by one of the rules of the module docstring.
 
@@ -1713,8 +1715,6 @@ def extract_biclusters(
     background : {"auto", "uniform"}, rule "significance" only
         "auto" (default): one background density unless the light blocks demand a level for each row and column
         cluster (module docstring); "uniform": always one density, the paper's model.
-    a_r, a_c : float > 0, rule "paper-code" only (required there)
-        The hyperparameters of phi_rows and phi_columns, whose argmax assigns rows and columns.
 
     Returns
     -------
@@ -1729,12 +1729,10 @@ def extract_biclusters(
         "z_min": z_min,
         "min_size": min_size,
         "background": background,
-        "a_r": a_r,
-        "a_c": a_c,
     }
     used = {
         "significance": ("row_labels", "column_labels", "z_min", "min_size", "background"),
-        "paper-code": ("a_r", "a_c"),
+        "paper-code": (),
         "dt2b": (),
     }[rule]
     unused = [name for name, value in given.items() if value is not None and name not in used]
@@ -1752,9 +1750,5 @@ def extract_biclusters(
         background = check_background(background)
         return _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=background == "auto")
     if rule == "paper-code":
-        if a_r is None or a_c is None:
-            raise ValueError(
-                "rule 'paper-code' needs a_r and a_c (the hyperparameters of phi_rows, phi_columns)"
-            )
-        return _paper_code_rule(X, counts, check_positive(a_r, "a_r"), check_positive(a_c, "a_c"))
+        return _paper_code_rule(X, counts)
     return _dt2b_rule(counts)

@@ -501,20 +501,29 @@ def _leave_one_out_label(label_counts, own_label):
 
 
 @njit(cache=True, nogil=True)
-def _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, n_ik, n_jl, seed):
-    """The authors' reassignment: every token's row topic is redrawn from the row topics of its row's other
-    tokens, and its column topic from the column topics of its column's other tokens (all draws use the
-    labels from before the pass). Updates ``pairs`` in place; the caller recounts."""
+def _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, n_cols, n_row_topics, n_col_topics, seed):
+    """The authors' reassignment, one pass: every token's row topic is redrawn from the row topics of its
+    column's other tokens, and its column topic from the column topics of its row's other tokens (their code's
+    per-column vectors of row labels and per-row vectors of column labels; all draws use the labels from before
+    the pass). Updates ``pairs`` in place; the caller recounts."""
     np.random.seed(seed)
-    n_col_topics = n_jl.shape[1]
-    for i in range(n_ik.shape[0]):
+    n_rows = indptr.shape[0] - 1
+    column_row_topics = np.zeros((n_cols, n_row_topics))
+    row_column_topics = np.zeros((n_rows, n_col_topics))
+    for i in range(n_rows):
+        for cell in range(indptr[i], indptr[i + 1]):
+            j = indices[cell]
+            for t in range(offsets[cell], offsets[cell] + cell_counts[cell]):
+                column_row_topics[j, pairs[t] // n_col_topics] += 1
+                row_column_topics[i, pairs[t] % n_col_topics] += 1
+    for i in range(n_rows):
         for cell in range(indptr[i], indptr[i + 1]):
             j = indices[cell]
             for t in range(offsets[cell], offsets[cell] + cell_counts[cell]):
                 k = pairs[t] // n_col_topics
                 l = pairs[t] - k * n_col_topics
-                new_k = _leave_one_out_label(n_ik[i], k)
-                new_l = _leave_one_out_label(n_jl[j], l)
+                new_k = _leave_one_out_label(column_row_topics[j], k)
+                new_l = _leave_one_out_label(row_column_topics[i], l)
                 pairs[t] = new_k * n_col_topics + new_l
 
 
@@ -637,9 +646,9 @@ def reassign_tokens(
     method : {"gibbs", "paper-code"}
         "gibbs": the exact collapsed sampler of the module docstring. "paper-code": the reassignment of the
         authors' published code, for comparison only: per sweep, one leave-one-out draw per token of its row topic
-        from the row topics of its row's other tokens, and of its column topic from its column's other tokens (no
-        prior, no link between the two sides; the authors' code makes one such pass). Started from
-        ``init="labels"`` it leaves the counts unchanged, since all tokens of a row then share its label.
+        from the row topics of its column's other tokens, and of its column topic from the column topics of its
+        row's other tokens (their code tabulates the row labels of each column's tokens and the column labels of
+        each row's; no prior, no link between the two sides). Their code makes one such pass.
     init : {"labels", "random"}
         "labels": a token at (i, j) starts at pair (row_labels[i], column_labels[j]). "random": uniform pairs
         (DT2B).
@@ -722,7 +731,8 @@ def reassign_tokens(
             )
         else:
             _paper_code_pass(
-                indptr, indices, cell_counts, offsets, pairs, counts.n_ik, counts.n_jl, seeds[sweep]
+                indptr, indices, cell_counts, offsets, pairs, n_cols, n_row_clusters, n_column_clusters,
+                seeds[sweep],
             )
             counts = _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters)
             _tally(indptr, indices, cell_counts, offsets, pairs, *counts)
