@@ -347,6 +347,20 @@ def test_a_failed_fit_leaves_the_fitted_model_as_it_was(monkeypatch):
     assert all(vars(model)[name] is value for name, value in before.items())
 
 
+def test_a_larger_min_size_drops_small_biclusters_and_keeps_the_partitions():
+    """min_size filters the biclusters; the refinement keeps its own: with min_size 6 case 3's 16 x 5 block is
+    dropped, and its clusters are not merged into a false 25 x 21 bicluster (as when the refinement took it)."""
+    X, _, _ = make_cdp_case(3, random_state=7, shuffle=True)
+    default = CDP(random_state=0).fit(X)
+    larger = CDP(random_state=0, min_size=6).fit(X)
+    np.testing.assert_array_equal(larger.block_row_labels_, default.block_row_labels_)
+    np.testing.assert_array_equal(larger.block_column_labels_, default.block_column_labels_)
+    kept = [b for b in range(default.n_biclusters_) if min(map(len, default.get_indices(b))) >= 6]
+    assert len(kept) == 3 < default.n_biclusters_
+    np.testing.assert_array_equal(larger.rows_, default.rows_[kept])
+    np.testing.assert_array_equal(larger.columns_, default.columns_[kept])
+
+
 def test_input_is_not_modified():
     X, _, _ = make_cdp_case(2, random_state=0)
     before = X.copy()

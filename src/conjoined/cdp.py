@@ -281,7 +281,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         ``conjoined.extract``.
     z_min, min_size : float, int or None
         Thresholds of the significance rule (None: its defaults: z_min 3, raised to the 1% family-wise level
-        over the blocks tested; min_size 2).
+        over the blocks tested; min_size 2). ``min_size`` is the fewest rows and columns of a bicluster: the
+        refinement of the partitions keeps the default, so a larger one drops small biclusters without merging
+        their clusters into others.
     background : {"auto", "uniform"}, default="auto"
         The significance rule's background: "auto" gives it a level for each row and column cluster when the
         data demand them (they do not on the paper's simulations); "uniform" keeps the paper's one density, for
@@ -513,7 +515,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         if self.extraction == "significance" and self.refine:
             with single_threaded_blas():  # many small products: BLAS threads cost more than they give
                 block_rows, block_cols = refine_partition(
-                    core, row_labels, col_labels, z_min=self.z_min, min_size=self.min_size,
+                    core, row_labels, col_labels, z_min=self.z_min,
                     row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
             # The refinement merges clusters and may empty others: the topics are the clusters it kept.
             (block_rows, K_r), (block_cols, K_c) = _renumbered(block_rows), _renumbered(block_cols)
