@@ -252,6 +252,19 @@ def test_every_input_format_gives_the_reference_result(fmt, planted, reference, 
     assert not list((tmp_path / "out").glob("*.png"))
 
 
+def test_params_name_the_input_files_by_absolute_paths(planted, tmp_path, monkeypatch, capsys):
+    X, genes, cells, _, _ = planted
+    _write_mtx_with_names(tmp_path, X, genes, cells)
+    monkeypatch.chdir(tmp_path)
+    argv = ["fit", "m.mtx", "--row-names", "genes.txt", "--column-names", "cells.txt", "-o", "out/"]
+    status, out, err = _run([*argv, *FAST, "--no-plots"], capsys)
+    assert status == 0, err
+    assert out.endswith("Results in out/\n")
+    given = json.loads((tmp_path / "out" / "params.json").read_text())["input"]
+    assert [given[name] for name in ("path", "row_names", "column_names")] == [
+        str(tmp_path / name) for name in ("m.mtx", "genes.txt", "cells.txt")]
+
+
 def test_summary_table_lists_the_top_rows(reference, tmp_path, capsys):
     status, out, _ = _run(
         ["fit", reference / "matrix.npz", "-o", tmp_path / "again", *FAST, "--no-plots"], capsys
@@ -280,6 +293,7 @@ def _bad_files(tmp_path):
     (tmp_path / "m.xlsx").write_bytes(b"")
     (tmp_path / "one_column.csv").write_text("gene,a\nx,1\ny,3\nz,2\n")
     (tmp_path / "one_row.csv").write_text("gene,a,b,c\nx,0,0,0\ny,1,2,3\nz,0,0,0\n")
+    (tmp_path / "huge.csv").write_text("gene,a,b\nx,1,1e20\ny,3,4\n")
     counts = np.array([[1.0, 2.0, np.nan], [0.0, 4.0, 1.0]])  # AnnData: cells x genes
     anndata.AnnData(X=counts).write_h5ad(tmp_path / "nan.h5ad")
     truncated_10x = tmp_path / "truncated_10x"
@@ -301,6 +315,7 @@ BAD_INPUTS = [
     ("m.xlsx", "unknown file type"),
     ("one_column.csv", r"one_column\.csv: the matrix is 3 x 1: too narrow to bicluster"),
     ("one_row.csv", r"one_row\.csv: 1 row\(s\) and 3 column\(s\) hold counts: too few to bicluster"),
+    ("huge.csv", r"huge\.csv: X holds 1e\+20 counts in total"),
     ("nan.h5ad", r"nan\.h5ad \(read as genes x cells\) contains non-finite .* = \(2, 0\)"),
     ("truncated_10x", r"features\.tsv\.gz: cannot read names: the \.gz file is truncated or corrupt"),
 ]
@@ -942,6 +957,12 @@ def test_ctrl_c_while_the_command_loads_is_one_line(capsys, monkeypatch):
     monkeypatch.setattr(sys, "meta_path", [InterruptedLoad(), *sys.meta_path])
     assert conjoined.__main__.main(["demo"]) == 130
     assert capsys.readouterr() == ("", "conjoined: interrupted\n")
+
+
+@pytest.mark.parametrize("argv", [["demo", "--seed", "-1"], ["simulate", "2", "-o", "never.csv", "--seed", "-1"]])
+def test_a_negative_seed_is_named_by_its_option(argv, capsys):
+    status, _, err = _run(argv, capsys)
+    assert status == 2 and err == "conjoined: error: --seed must be >= 0, got -1\n"
 
 
 def test_demo_runs_cdp_on_a_builtin_case_and_prints_the_score(capsys):

@@ -92,8 +92,8 @@ def test_table_without_row_names(tmp_path, counts):
 @pytest.mark.parametrize("text, message", [
     ("name,a,b\nx,1,2\ny,3,oops\n", "column 'b' is not numeric"),
     ("", "cannot parse"),
-    ("name,a,b\nx,1,2\ny,3\n", "a missing value .* in row y, column b"),
-    ("a,b\n1,2\n,4\n", "a missing value .* in row 2, column a"),
+    ("name,a,b\nx,1,2\ny,3\n", r"a missing value .*, first at \(row, col\) = \(1, 1\): row 'y', column 'b'"),
+    ("a,b\n1,2\n,4\n", r"a missing value .*, first at \(row, col\) = \(1, 0\): column 'a'"),
 ])
 def test_table_errors(tmp_path, text, message):
     (tmp_path / "bad.csv").write_text(text)

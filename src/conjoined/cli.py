@@ -89,6 +89,7 @@ from .io import (
 )
 from .metrics import jaccard_score
 from .plot import block_label, plot_biclusters, plot_k_trace, plot_membership, plot_theta
+from .reassign import check_token_total
 
 __all__ = ["build_parser", "draw_pictures", "main"]
 
@@ -363,6 +364,11 @@ def build_parser():
 # ---------------------------------------------------------------------------------------------------- fit
 
 
+def _absolute(path):
+    """``path`` made absolute (None stays None): params.json must name its files wherever it is read from."""
+    return None if path is None else str(Path(path).absolute())
+
+
 def _default_names(n):
     return np.array([str(i) for i in range(n)])
 
@@ -393,6 +399,10 @@ def _read_input(args):
         raise UserError(
             f"{args.input}: the matrix (shape {X.shape}) holds only zeros: there is nothing to bicluster"
         )
+    try:
+        check_token_total(X.sum())
+    except ValueError as exc:
+        raise UserError(f"{args.input}: {exc}") from None
     row_totals, column_totals = line_totals(X)
     rows, columns = int((row_totals > 0).sum()), int((column_totals > 0).sum())
     if min(rows, columns) < 2:
@@ -687,8 +697,8 @@ def _run_fit(args, argv):
                     "shape": list(X.shape),
                     "layer": args.layer,
                     "variable": args.variable,
-                    "row_names": args.row_names,
-                    "column_names": args.column_names,
+                    "row_names": _absolute(args.row_names),
+                    "column_names": _absolute(args.column_names),
                     "transpose": args.transpose,
                 },
                 "estimator": {name: value for name, value in model.get_params().items() if name != "verbose"},
@@ -697,7 +707,7 @@ def _run_fit(args, argv):
         if not args.no_plots:
             draw_pictures(staging, X, model, row_names, column_names)
     print(_summary(model, X, args.input, row_names))
-    print(f"\nResults in {args.outdir}/")
+    print(f"\nResults in {Path(args.outdir)}/")
     return 0
 
 
@@ -718,7 +728,13 @@ def _write_matrix_file(path, suffix, X, row_names, column_names):
             scipy.io.mmwrite(handle, sp.coo_matrix(X), field="integer")
 
 
+def _check_seed(seed):
+    if seed is not None and seed < 0:
+        raise UserError(f"--seed must be >= 0, got {seed}")
+
+
 def _run_simulate(args, argv):
+    _check_seed(args.seed)
     output = Path(args.output)
     if output.suffix.lower() not in SIMULATION_FORMATS:
         raise UserError(f"{output}: the file name must end with one of {', '.join(SIMULATION_FORMATS)}")
@@ -764,6 +780,7 @@ def _run_simulate(args, argv):
 
 
 def _run_demo(args, argv):
+    _check_seed(args.seed)
     X, rows, columns = make_cdp_case(args.case, random_state=args.seed, shuffle=True)
     spec = CDP_CASES[args.case]
     print(f"simulation case {args.case}: {X.shape[0]} x {X.shape[1]} counts, N = {int(X.sum())}, "

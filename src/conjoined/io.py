@@ -214,10 +214,11 @@ def _read_table(path, sep):
     missing = np.argwhere(frame.isna().to_numpy())
     if missing.size:
         row, column = missing[0]
+        names = [f"{what} {str(names[index])!r}" for what, names, index in
+                 (("row", row_names, row), ("column", column_names, column)) if names is not None]
         raise ValueError(
-            f"{path}: a missing value (an empty field, NA, or a line short of fields) in row "
-            f"{row_names[row] if row_names is not None else row + 1}, column "
-            f"{column_names[column] if column_names is not None else column + 1}"
+            f"{path}: a missing value (an empty field, NA, or a line short of fields), first at (row, col) = "
+            f"({row}, {column})" + (f": {', '.join(names)}" if names else "")
         )
     return frame.to_numpy(), row_names, None if column_names is None else _make_unique(column_names)
 
