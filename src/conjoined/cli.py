@@ -364,6 +364,11 @@ def build_parser():
 # ---------------------------------------------------------------------------------------------------- fit
 
 
+# PDF and SVG files carry their creation date unless told not to, and SVG random ids unless salted: without both,
+# the same fit draws the same bytes.
+_UNDATED = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+
+
 def _absolute(path):
     """``path`` made absolute (None stays None): params.json must name its files wherever it is read from."""
     return None if path is None else str(Path(path).absolute())
@@ -586,8 +591,9 @@ def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=P
         figure = drawers[name]()
         try:
             path = Path(outdir) / f"{name}.{fmt}"
-            with atomic_output_file(path) as temporary:  # a failed save leaves any previous picture whole
-                figure.savefig(temporary, dpi=dpi, format=fmt)
+            with atomic_output_file(path) as temporary, plt.rc_context({"svg.hashsalt": PROG}):
+                # a failed save leaves any previous picture whole
+                figure.savefig(temporary, dpi=dpi, format=fmt, metadata=_UNDATED.get(fmt))
             paths.append(path)
         finally:
             plt.close(figure)
