@@ -288,8 +288,10 @@ def build_parser():
     fit.add_argument("--no-plots", action="store_true", help="skip the pictures (they need matplotlib)")
     fit.add_argument("--layer", help=".h5ad: the layer holding counts ('raw': adata.raw.X; default X)")
     fit.add_argument("--variable", help=".mat: the variable holding the matrix")
-    fit.add_argument("--row-names", metavar="FILE", help="text file with one row name a line")
-    fit.add_argument("--column-names", metavar="FILE", help="text file with one column name a line")
+    fit.add_argument("--row-names", metavar="FILE",
+                     help="text file with one name a line for the rows of INPUT (with --transpose, the columns fitted)")
+    fit.add_argument("--column-names", metavar="FILE",
+                     help="text file with one name a line for the columns of INPUT (with --transpose, the rows fitted)")
     fit.add_argument(
         "--transpose", action="store_true", help="the file holds samples as rows: bicluster its transpose"
     )
