@@ -158,3 +158,16 @@ def test_local_backend_does_not_import_dask():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_worker_processes_start_with_ctrl_c_ignored():
+    """The embedded cluster's workers are started with SIGINT ignored, which a new Python process keeps: a Ctrl-C
+    at the terminal interrupts the driver (which closes the cluster), not every worker with a traceback of its
+    own. The driver's own handler is back afterwards."""
+    from conjoined.dpmm.dask_backend import _workers_ignoring_ctrl_c
+    before = signal.getsignal(signal.SIGINT)
+    probe = [sys.executable, "-c", "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"]
+    with _workers_ignoring_ctrl_c():
+        assert subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip() == "True"
+    assert signal.getsignal(signal.SIGINT) is before
+    assert subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -19,6 +19,9 @@ of count data in one shard and sends one (K, 2, d) array rather than one per str
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 import warnings
 from concurrent.futures import CancelledError
@@ -86,6 +89,22 @@ class ShardGroup:
         )
 
 
+@contextlib.contextmanager
+def _workers_ignoring_ctrl_c():
+    """Worker processes started inside inherit an ignored SIGINT (Python leaves an ignored SIGINT ignored). A
+    Ctrl-C at a terminal reaches the whole process group: the driver's KeyboardInterrupt closes the cluster, and
+    the workers no longer each print a traceback of their own. (A Ctrl-C while the cluster starts, a second or
+    two, is ignored.) Outside the main thread, where signals cannot be set, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class DaskBackend(Shard):
     """Backend whose passes run on Dask workers; the driver-side ``Shard`` (every stream) is the recovery copy.
 
@@ -115,9 +134,10 @@ class DaskBackend(Shard):
             self.client, self.owns_client = Client(address), True
         else:
             # The scheduler's HTTP server (health routes) gets a free port: 8787 may be taken by another cluster.
-            self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                                        processes=True, host="127.0.0.1", dashboard_address=":0",
-                                        scheduler_kwargs={"dashboard": False})
+            with _workers_ignoring_ctrl_c():
+                self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                                            processes=True, host="127.0.0.1", dashboard_address=":0",
+                                            scheduler_kwargs={"dashboard": False})
             self.client, self.owns_client = Client(self.cluster), True
         self.groups = None  # stream indices of each actor
         self.actors, self.actor_futures, self.placement, self.pending = [], [], [], []

@@ -138,9 +138,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     warmup : int or None, default=None
         Iterations at the start that also use Chang & Fisher's sub-cluster split/merge proposals, which find
         clusters fast on large data but are not exact (a test against enumerated posteriors on a handful of points
-        shows the bias). None means ``n_iter // 2``; at most ``n_iter``. After warm-up, the parallel pass over the points is an exact
-        Gibbs update (anchored: no cluster empties, see ``sampler.py``); every iteration also makes
-        ``exact_moves`` sequentially-allocated split/merge proposals (Dahl 2003) and, after warm-up,
+        shows the bias). None means ``n_iter // 2``; at most ``n_iter``. After warm-up, the parallel pass over
+        the points is an exact Gibbs update (anchored: no cluster empties, see ``sampler.py``); every iteration
+        also makes ``exact_moves`` sequentially-allocated split/merge proposals (Dahl 2003) and, after warm-up,
         collapsed Gibbs updates of 16 random points (Neal 2000, algorithm 3); these create and remove clusters,
         so the iterations after warm-up form an exact MCMC chain.
     exact_moves : int, default=1
