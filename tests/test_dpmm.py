@@ -488,6 +488,7 @@ def test_a_failed_fit_leaves_the_fitted_model_as_it_was():
     assert vars(model).keys() == before.keys()
     assert all(vars(model)[name] is value for name, value in before.items())
     np.testing.assert_array_equal(model.predict(X), labels)
+    assert model.predict(X).dtype == model.labels_.dtype == np.int32
 
 
 def test_count_priors_are_fitted_as_copies_with_float_parameters():

@@ -425,8 +425,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         return np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
 
     def predict(self, X):
-        """Most probable cluster of each point under the final posterior-mean parameters and weights."""
-        return np.argmax(self._log_joint(X), axis=1)
+        """Most probable cluster of each point under the final posterior-mean parameters and weights (int32, as
+        ``labels_``)."""
+        return np.argmax(self._log_joint(X), axis=1).astype(np.int32)
 
     def fit_predict(self, X, y=None):
         return self.fit(X).labels_
