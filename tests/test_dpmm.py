@@ -379,6 +379,9 @@ def test_log_dirichlet_is_finite_for_tiny_concentrations():
     (GAUSSIAN * 1e-40, {}, "columns span at most .*rescale X"),  # precision factors beyond float32
     (GAUSSIAN * 1e-200, {}, "columns span at most .*rescale X"),  # variances below float64
     (np.ones((4, 2)), dict(n_iter=6, warmup=7), "warmup=7 is larger than n_iter=6"),
+    # entries -1 and 2 stored at (0, 0): refused as CDP refuses them, whatever their sum
+    (sp.coo_matrix(([-1.0, 2.0, 3.0, 4.0], ([0, 0, 1, 2], [0, 0, 1, 0])), shape=(3, 2)), {},
+     r"negative values .* \(0, 0\)"),
 ])
 def test_bad_input_is_named(X, params, message):
     with pytest.raises(ValueError, match=message):

@@ -102,18 +102,26 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
         pos = _describe_position(out, lambda v: ~np.isfinite(v))
         raise ValueError(f"{name} contains non-finite values (NaN or inf), first at (row, col) = {pos}")
     if counts:
-        if np.any(np.asarray(stored.data) < 0):
-            pos = _describe_position(stored, lambda v: v < 0)
-            raise ValueError(
-                f"{name} contains negative values (Negative values in data), first at (row, col) = {pos}; "
-                "counts must be >= 0"
-            )
+        check_non_negative(stored, name)
         if np.any(values != np.round(values)):
             pos = _describe_position(out, lambda v: v != np.round(v))
             raise ValueError(
                 f"{name} contains non-integer values, first at (row, col) = {pos}; counts must be whole numbers"
             )
     return out
+
+
+def check_non_negative(X, name="X"):
+    """ValueError naming the first negative value of ``X``, a dense array or a sparse matrix as stored (summing
+    its duplicate entries could hide one)."""
+    if sp.issparse(X) and X.format not in ("csr", "csc", "coo", "bsr"):
+        X = X.tocoo()
+    if np.any((X.data if sp.issparse(X) else np.asarray(X)) < 0):
+        pos = _describe_position(X, lambda v: v < 0)
+        raise ValueError(
+            f"{name} contains negative values (Negative values in data), first at (row, col) = {pos}; "
+            "counts must be >= 0"
+        )
 
 
 def record_features(estimator, X, *, reset):

@@ -20,6 +20,7 @@ from .._validation import (
     check_bool,
     check_int,
     check_matrix,
+    check_non_negative,
     check_positive,
     check_verbose,
     keeping_state_on_failure,
@@ -230,6 +231,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             raise ValueError(
                 f"prior must be Multinomial, PoissonGamma, NormalInverseWishart or None, got {prior!r}"
             )
+        if prior.kind == "counts" and sp.issparse(X):
+            check_non_negative(X)  # as stored: a negative entry summed with a positive duplicate is not a count
         prior.check_data(raw)
         prior = prior.fitted(raw)
         if prior.kind == "counts":
