@@ -9,7 +9,7 @@ its own tokens. The swap only lines up when a block's rows and columns have the 
 unshuffled simulations. Prints the mean Jaccard per case for: the library's pass and rule (no swap), this script's
 own pass without the swap (a check: it should agree with the library's), and the same pass with the swap.
 
-    python benchmarks/paper_code_oracle.py [--replicates 10]     # about 1 minute
+    python benchmarks/paper_code_oracle.py [--replicates 10]     # a few seconds
 """
 
 from __future__ import annotations

@@ -140,6 +140,10 @@ def test_the_papers_pipeline_runs_as_an_option(monkeypatch):
     CDP(mode="paper", n_iter=20, n_reassign=2, random_state=0).fit(X)
     CDP(n_iter=20, n_rounds=0, n_reassign=2, random_state=0).fit(X)
     assert chosen == [False, False, True, True]
+    # the authors' reassignment is one pass, whatever n_reassign
+    one, five = (CDP(reassign_method="paper-code", n_iter=20, n_reassign=n, random_state=0).fit(X) for n in (1, 5))
+    for a, b in zip(one.token_counts_, five.token_counts_):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_background_levels_find_the_raised_blocks_of_genes_at_different_depths():
@@ -359,6 +363,19 @@ def test_a_larger_min_size_drops_small_biclusters_and_keeps_the_partitions():
     assert len(kept) == 3 < default.n_biclusters_
     np.testing.assert_array_equal(larger.rows_, default.rows_[kept])
     np.testing.assert_array_equal(larger.columns_, default.columns_[kept])
+
+
+def test_min_size_1_finds_a_one_row_bicluster():
+    """A min_size below the rule's default reaches the refinement, which then keeps a cluster of one row."""
+    rng = np.random.default_rng(0)
+    X = rng.poisson(1.0, size=(40, 30))
+    X[:10, :10] += rng.poisson(6.0, size=(10, 10))
+    X[25, 15:27] += rng.poisson(25.0, size=12)  # one row raised on 12 columns
+    found = CDP(min_size=1, random_state=0).fit(X)
+    sizes = sorted((len(rows), len(columns)) for rows, columns in map(found.get_indices, range(found.n_biclusters_)))
+    assert sizes == [(1, 12), (10, 10)]
+    one_row = int(np.argmin(found.rows_.sum(axis=1)))
+    assert found.get_indices(one_row)[0].tolist() == [25]
 
 
 def test_input_is_not_modified():

@@ -47,7 +47,14 @@ from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.backends import single_threaded_blas
 from .dpmm.estimator import SharedClientMixin, resolve_n_jobs, seed_sequence
 from .dpmm.priors import COUNT_GRID
-from .extract import BACKGROUNDS, check_thresholds, extract_biclusters, refine_partition, topic_parameters
+from .extract import (
+    BACKGROUNDS,
+    DEFAULT_MIN_SIZE,
+    check_thresholds,
+    extract_biclusters,
+    refine_partition,
+    topic_parameters,
+)
 from .reassign import TokenCounts, check_token_total, reassign_tokens
 
 LIKELIHOODS = ("poisson", "multinomial")
@@ -282,8 +289,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     z_min, min_size : float, int or None
         Thresholds of the significance rule (None: its defaults: z_min 3, raised to the 1% family-wise level
         over the blocks tested; min_size 2). ``min_size`` is the fewest rows and columns of a bicluster: the
-        refinement of the partitions keeps the default, so a larger one drops small biclusters without merging
-        their clusters into others.
+        refinement of the partitions keeps the default when it is larger, so a larger one drops small biclusters
+        without merging their clusters into others.
     background : {"auto", "uniform"}, default="auto"
         The significance rule's background: "auto" gives it a level for each row and column cluster when the
         data demand them (they do not on the paper's simulations); "uniform" keeps the paper's one density, for
@@ -512,21 +519,24 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         # The topics are the clusters the biclusters are read from: the refined partitions where the significance
         # rule refines them, so that a bicluster's members have their tokens in its topics.
         block_rows, block_cols = row_labels, col_labels
+        # A min_size above the rule's default filters the biclusters only: given to the refinement, it made blocks
+        # below it count as background and their clusters merge into others. One below it reaches the refinement.
+        refine_min_size = None if self.min_size is None else min(self.min_size, DEFAULT_MIN_SIZE)
         if self.extraction == "significance" and self.refine:
             with single_threaded_blas():  # many small products: BLAS threads cost more than they give
                 block_rows, block_cols = refine_partition(
-                    core, row_labels, col_labels, z_min=self.z_min,
+                    core, row_labels, col_labels, z_min=self.z_min, min_size=refine_min_size,
                     row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
             # The refinement merges clusters and may empty others: the topics are the clusters it kept.
             (block_rows, K_r), (block_cols, K_c) = _renumbered(block_rows), _renumbered(block_cols)
         # the authors' reassignment is one pass from the labels; the Gibbs sampler's counts are posterior means
-        n_sweeps = 1 if self.reassign_method == "paper-code" else self.n_reassign
+        paper_code = self.reassign_method == "paper-code"
+        n_sweeps = 1 if paper_code else self.n_reassign
         bar = progress_bar(n_sweeps, "token reassignment", self.verbose)
         try:
             counts = reassign_tokens(
                 core, block_rows, block_cols, K_r, K_c, a_r=self.a_r, a_c=self.a_c, lam=self.lam,
-                n_sweeps=n_sweeps, n_average=0 if self.reassign_method == "paper-code" else (n_sweeps + 1) // 2,
-                method=self.reassign_method,
+                n_sweeps=n_sweeps, n_average=0 if paper_code else (n_sweeps + 1) // 2, method=self.reassign_method,
                 random_state=np.random.default_rng(seeds[0]), callback=lambda sweep, counts: bar.update(),
             )
         finally:

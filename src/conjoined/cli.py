@@ -700,7 +700,7 @@ def _run_fit(args, argv):
                 "conjoined_version": __version__,
                 "command": [PROG, *argv],
                 "input": {
-                    "path": str(Path(args.input).absolute()),
+                    "path": _absolute(args.input),
                     "format": source_format,
                     "shape": list(X.shape),
                     "layer": args.layer,

@@ -19,7 +19,6 @@ import shutil
 import signal
 import threading
 import uuid
-import warnings
 import zlib
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -170,44 +169,45 @@ def _read_table(path, sep):
         with _open_text(path) as handle:
             first_lines = [handle.readline(), handle.readline()]
         first_fields = list(csv.reader(first_lines, delimiter=sep))
-        # A first line of unquoted numbers only, as long as the next, is data (numpy's savetxt writes no header),
-        # unless it is 0, 1, ...: the labels pandas writes for a frame's unnamed columns. (R's write.table quotes
-        # its names and writes a header one field short.)
-        headerless = (all(map(_is_number, header)) and header != [str(i) for i in range(len(header))]
-                      and '"' not in first_lines[0]
-                      and len(first_fields) == 2 and len(first_fields[0]) == len(first_fields[1]))
-        frame = pd.read_csv(path, sep=sep, header=None if headerless else 0)
+        frame = pd.read_csv(path, sep=sep, header=0)
     except Exception as exc:  # noqa: BLE001 - any parse failure becomes one line naming the file
         raise ValueError(f"{path}: cannot parse as a table ({_one_line(exc)})") from None
+    # A first line of unquoted numbers only, as long as the next, may be counts (numpy's savetxt writes no header)
+    # or numbers as names (pandas' to_csv of a frame with numeric column labels): refused rather than guessed,
+    # except 0, 1, ..., the labels pandas writes for unnamed columns. (R's write.table quotes its names and writes
+    # a header one field short.)
+    if (all(map(_is_number, header)) and header != [str(i) for i in range(len(header))]
+            and '"' not in first_lines[0] and len(first_fields) == 2 and len(first_fields[0]) == len(first_fields[1])):
+        raise ValueError(
+            f"{path}: the first line holds numbers only: column names, or a first line of counts without a "
+            "header? Add a header line of column names (without names: 0,1,2,... as pandas writes them)"
+        )
 
     def first_column():  # the row names, as written
         return _make_unique(pd.read_csv(path, usecols=[0], **raw).iloc[1:, 0].tolist())
 
-    if headerless:
-        warnings.warn(f"{path}: the first line holds numbers only: read as counts, not as column names",
-                      stacklevel=3)
     if frame.shape[1] == 0:
         raise ValueError(f"{path}: the table has no columns")
     if frame.shape[0] == 0:
         raise ValueError(f"{path}: the table holds no values (no line after the header)")
     row_names = None
-    column_names = None if headerless else header
+    column_names = header
     if isinstance(frame.index, pd.MultiIndex):
         raise ValueError(f"{path}: the header has {frame.shape[1]} fields, and the lines below it "
                          f"{frame.shape[1] + frame.index.nlevels} (at most one more, for row names)")
     if not isinstance(frame.index, pd.RangeIndex):
         # a header one field short (R's write.table): pandas reads the first column as the row names
         row_names = first_column()
-    elif not headerless and (header[0].strip() == "" or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0])):
+    elif header[0].strip() == "" or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
         # a first column without a header holds names even when they are numbers (pandas' to_csv writes its
         # index so); a header "NA" or "null" is a name, not a missing one
         row_names = first_column()
         frame, column_names = frame.iloc[:, 1:], header[1:]
     for position, name in enumerate(frame.columns):
         if not pd.api.types.is_numeric_dtype(frame[name]):
-            shown = name if column_names is None else column_names[position]
             raise ValueError(
-                f"{path}: column {shown!r} is not numeric (only the first column may hold row names)"
+                f"{path}: column {column_names[position]!r} is not numeric (only the first column may hold row "
+                "names)"
             )
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         raise ValueError(f"{path}: the table holds no values (shape {frame.shape})")
@@ -220,7 +220,7 @@ def _read_table(path, sep):
             f"{path}: a missing value (an empty field, NA, or a line short of fields), first at (row, col) = "
             f"({row}, {column})" + (f": {', '.join(names)}" if names else "")
         )
-    return frame.to_numpy(), row_names, None if column_names is None else _make_unique(column_names)
+    return frame.to_numpy(), row_names, _make_unique(column_names)
 
 
 def _csr_as_stored(matrix):
@@ -407,9 +407,9 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     - ``.csv``/``.tsv`` (optionally ``.gz``): the header gives the column names; the first column gives the row
       names when it is non-numeric, its header is empty (as pandas' ``to_csv`` writes an index) or the header
       is one field short (as R's ``write.table`` writes row names). Names are kept as written ("001", "NA").
-      A first line of unquoted numbers only, as many as on the next line, is read as counts, with a warning
-      (numpy's ``savetxt`` writes no header), unless it is 0, 1, ..., the labels pandas writes for unnamed
-      columns. Dense.
+      A first line of unquoted numbers only, as many as on the next line, is refused: it may be counts without a
+      header (numpy's ``savetxt``) or numbers as names (except 0, 1, ..., the labels pandas writes for unnamed
+      columns, read as names). Dense.
     - ``.mtx``/``.mtx.gz``: MatrixMarket, kept as stored. Sparse.
     - a folder holding a 10x output: ``matrix.mtx(.gz)`` (genes x cells), ``features.tsv(.gz)`` or
       ``genes.tsv(.gz)`` (row names: the gene symbols, made unique) and ``barcodes.tsv(.gz)`` (column names).

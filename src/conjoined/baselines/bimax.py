@@ -151,7 +151,7 @@ class Bimax(Baseline):
             binary = preprocess(data, "binarize", threshold=self.binarize_threshold)
             if not binary.any() and (data.data if sp.issparse(data) else data).any():
                 warnings.warn(
-                    f"binarizing X at log(X + 1) > {self.binarize_threshold!r} leaves no 1 (is X already 0/1? then "
+                    f"binarizing X at log(X + 1) > {self.binarize_threshold} leaves no 1 (is X already 0/1? then "
                     "pass preprocess=None): no bicluster can be found", UserWarning, stacklevel=3)
         binary = binary.astype(bool)
         n_rows, n_cols = binary.shape

@@ -94,11 +94,14 @@ def _workers_ignoring_ctrl_c():
     """Worker processes started inside inherit an ignored SIGINT (Python leaves an ignored SIGINT ignored). A
     Ctrl-C at a terminal reaches the whole process group: the driver's KeyboardInterrupt closes the cluster, and
     the workers no longer each print a traceback of their own. (A Ctrl-C while the cluster starts, a second or
-    two, is ignored.) Outside the main thread, where signals cannot be set, nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
+    two, is ignored; a worker its nanny restarts later takes Python's handler again.) Outside the main thread,
+    where signals cannot be set, or under a handler installed outside Python, which could not be put back,
+    nothing changes."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:

@@ -28,6 +28,9 @@ import types
 
 import numpy as np
 from numba import njit, prange
+
+# numpy's bounded integers as numba's Generator.shuffle draws them; numba's internals (kernels._permuted), kept
+# honest by a test against numpy's Generator.permutation
 from numba.np.random.random_methods import random_interval
 
 

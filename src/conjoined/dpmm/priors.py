@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaincc, gammainccinv, gammaln
 
-from .._validation import check_positive
+from .._validation import check_non_negative, check_positive
 from . import kernels
 
 # Largest |X| the Gaussian kernels take: they compute in float32, and X - mean must not overflow.
@@ -90,9 +90,8 @@ class CountPrior:
     sampled_scale = False  # a count prior's hyper-parameters are fixed
 
     def check_data(self, X):
+        check_non_negative(X)
         values = X.data if sp.issparse(X) else X
-        if np.any(values < 0):
-            raise ValueError(f"{type(self).__name__} prior needs non-negative counts; X has negative values")
         if np.any(values * COUNT_GRID != np.round(values * COUNT_GRID)):
             raise ValueError(
                 f"{type(self).__name__} prior needs counts: integers, or fractions that are multiples of "
@@ -140,7 +139,7 @@ class Multinomial(CountPrior):
         if not np.isfinite(beta * X.shape[1]):
             raise ValueError(f"Multinomial beta={beta!r} is too large: beta x {X.shape[1]} features overflows")
         super().fitted(X)
-        return Multinomial(beta=beta)
+        return type(self)(beta=beta)
 
     def posterior(self, stats):
         return stats.s1 + float(self.beta)
@@ -185,9 +184,9 @@ class PoissonGamma(CountPrior):
         shape = check_positive(self.shape, "PoissonGamma shape")
         super().fitted(X)
         if self.rate is not None:
-            return PoissonGamma(shape=shape, rate=check_positive(self.rate, "PoissonGamma rate"))
+            return type(self)(shape=shape, rate=check_positive(self.rate, "PoissonGamma rate"))
         mean = float(X.sum()) / (X.shape[0] * X.shape[1])
-        return PoissonGamma(shape=shape, rate=shape / mean)
+        return type(self)(shape=shape, rate=shape / mean)
 
     def posterior(self, stats):
         return stats.s1 + float(self.shape), stats.n + float(self.rate)
