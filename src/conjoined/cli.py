@@ -402,15 +402,15 @@ def _read_input(args):
             f"{args.input}: the matrix is {X.shape[0]} x {X.shape[1]}: too narrow to bicluster (CDP needs at "
             "least 2 rows and 2 columns)"
         )
-    if X.sum() == 0:
+    row_totals, column_totals = line_totals(X)
+    if row_totals.sum() == 0:
         raise UserError(
             f"{args.input}: the matrix (shape {X.shape}) holds only zeros: there is nothing to bicluster"
         )
     try:
-        check_token_total(X.sum())
+        check_token_total(row_totals.sum())
     except ValueError as exc:
         raise UserError(f"{args.input}: {exc}") from None
-    row_totals, column_totals = line_totals(X)
     rows, columns = int((row_totals > 0).sum()), int((column_totals > 0).sum())
     if min(rows, columns) < 2:
         raise UserError(f"{args.input}: {rows} row(s) and {columns} column(s) hold counts: too few to bicluster "
