@@ -86,6 +86,16 @@ def test_same_seed_same_result_and_threads_do_not_matter():
     np.testing.assert_array_equal(c.token_counts_.n_ik, a.token_counts_.n_ik)
 
 
+def test_each_mixture_has_its_own_child_of_the_seed():
+    """Children 1, 2 for the first mixtures, 3 + 2r and 4 + 2r for round r's: the streams (and checkpoint names)
+    of spawn(3 + 2 * n_rounds), taken one at a time so that the rounds' seeds are not all made up front."""
+    X, _, _ = make_cdp_case(1, random_state=0)
+    model = CDP(random_state=7, n_rounds=3, n_iter=20).fit(X)
+    expected = np.random.SeedSequence(7).spawn(3 + 2 * 3)
+    for dpmm, child in ((model.row_dpmm_, expected[7]), (model.column_dpmm_, expected[8])):
+        assert dpmm.random_state.spawn_key == child.spawn_key and dpmm.random_state.entropy == child.entropy
+
+
 def test_fitted_attributes():
     X, rows, columns = make_cdp_case(3, random_state=2, shuffle=True)
     model = ConjoinedDirichletProcess(random_state=0).fit(X)

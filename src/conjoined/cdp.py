@@ -497,10 +497,11 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         col_index = np.flatnonzero(col_kept)[_canonical_order(col_keys)]
         core = X[row_index][:, col_index]
 
-        seeds = seed_sequence(self.random_state).spawn(3 + 2 * self.n_rounds)
-        dpmm_seeds = iter(seeds[1:])
-        row_dpmm = self._dpmm("row", next(dpmm_seeds)).fit(core)
-        column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(sp.csr_matrix(core.T))
+        # Spawned one at a time, as needed: the same children as spawn(3 + 2 * n_rounds), without making them all.
+        root_seed = seed_sequence(self.random_state)
+        reassign_seed, row_seed, column_seed = root_seed.spawn(3)
+        row_dpmm = self._dpmm("row", row_seed).fit(core)
+        column_dpmm = self._dpmm("column", column_seed).fit(sp.csr_matrix(core.T))
         rounds = 0 if self.mode == "paper" else self.n_rounds
         consensus = self.mode != "paper"
         row_dispersion = column_dispersion = None
@@ -509,11 +510,11 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             col_labels, K_c, _ = _select_labels(column_dpmm)
             aggregated = _aggregate(core, col_labels, K_c)
             row_dispersion = self._dispersion(aggregated, row_labels, "row", round_)
-            row_dpmm = self._dpmm("row", next(dpmm_seeds)).fit(_tempered(aggregated, *row_dispersion))
+            row_dpmm = self._dpmm("row", root_seed.spawn(1)[0]).fit(_tempered(aggregated, *row_dispersion))
             row_labels, K_r, row_k_post = _select_labels(row_dpmm)
             aggregated = _aggregate(core.T.tocsr(), row_labels, K_r)
             column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
-            column_dpmm = self._dpmm("column", next(dpmm_seeds)).fit(_tempered(aggregated, *column_dispersion))
+            column_dpmm = self._dpmm("column", root_seed.spawn(1)[0]).fit(_tempered(aggregated, *column_dispersion))
         col_labels, K_c, col_k_post = _select_labels(column_dpmm, consensus)
 
         # The topics are the clusters the biclusters are read from: the refined partitions where the significance
@@ -537,7 +538,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             counts = reassign_tokens(
                 core, block_rows, block_cols, K_r, K_c, a_r=self.a_r, a_c=self.a_c, lam=self.lam,
                 n_sweeps=n_sweeps, n_average=0 if paper_code else (n_sweeps + 1) // 2, method=self.reassign_method,
-                random_state=np.random.default_rng(seeds[0]), callback=lambda sweep, counts: bar.update(),
+                random_state=np.random.default_rng(reassign_seed), callback=lambda sweep, counts: bar.update(),
             )
         finally:
             bar.close()
