@@ -1,5 +1,7 @@
 """ConjoinedDirichletProcess: accuracy on the paper's cases, invariances, attributes, input checks, sklearn checks."""
 
+import threading
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -435,3 +437,49 @@ def test_refinement_and_extraction_keep_blas_on_one_thread(monkeypatch):
     X, _, _ = make_cdp_case(2, random_state=0)
     CDP(n_iter=20, random_state=0).fit(X)
     assert seen == [{1}, {1}]
+
+
+def test_overlapping_fits_share_the_blas_limit(monkeypatch):
+    # two fits in two threads: the first to leave must not lift the limit under the other, and the last must
+    # put back the limits from before either entered, not the "1" it found (threadpoolctl's limit saves and
+    # restores what it finds). A stand-in for threadpoolctl's controller records what the library asks of it.
+    from conjoined.dpmm import backends
+
+    calls = []
+
+    class Limiter:
+        def restore_original_limits(self):
+            calls.append("restore")
+
+    class Controller:
+        def limit(self, limits, user_api):
+            calls.append(("limit", limits, user_api))
+            return Limiter()
+
+    monkeypatch.setattr(backends, "_blas_controller", Controller)
+    a_entered, b_entered, a_left = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with backends.single_threaded_blas():
+            a_entered.set()
+            b_entered.wait()
+        a_left.set()
+
+    def second():
+        a_entered.wait()
+        with backends.single_threaded_blas():
+            b_entered.set()
+            a_left.wait()
+            seen["inside, after the first left"] = list(calls)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == {"inside, after the first left": [("limit", 1, "blas")]}
+    assert calls == [("limit", 1, "blas"), "restore"]
+    with backends.single_threaded_blas():  # and again, once nobody holds it
+        pass
+    assert calls == [("limit", 1, "blas"), "restore"] * 2

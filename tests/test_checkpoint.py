@@ -1,5 +1,6 @@
 """DPMM checkpoints: an interrupted and resumed fit equals an uninterrupted one; mismatches and bad writes."""
 
+import json
 import os
 import re
 import subprocess
@@ -177,6 +178,7 @@ def test_gaussian_checkpoint_of_an_uncentred_fit_is_refused(tmp_path):
     with pytest.raises(ValueError, match="centred: None in the file, True now"):
         conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
 
+
 def test_cdp_resumes_from_its_checkpoint_directory(tmp_path, monkeypatch):
     from conjoined.datasets import make_cdp_case
 
@@ -194,6 +196,29 @@ def test_cdp_resumes_from_its_checkpoint_directory(tmp_path, monkeypatch):
         np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
     assert_same_fit(expected.row_dpmm_, resumed.row_dpmm_)
     assert_same_fit(expected.column_dpmm_, resumed.column_dpmm_)
+
+
+def test_cdp_without_a_seed_records_its_seed_in_the_checkpoint_folder(tmp_path, monkeypatch):
+    # random_state=None drew a new root seed at every fit: a fit started again could neither resume the
+    # folder's DPMM runs nor reuse them, and was refused as written with other parameters
+    from conjoined.datasets import make_cdp_case
+
+    X, _, _ = make_cdp_case(3, random_state=0)
+    directory = tmp_path / "cdp"
+    params = {"n_iter": 20, "n_reassign": 5, "n_rounds": 1}
+    with monkeypatch.context() as patch:
+        interrupt_during_iteration(patch, 2 * 20 + 13)
+        with pytest.raises(Interrupted):
+            conjoined.CDP(checkpoint=directory, **params).fit(X)
+    entropy = json.loads((directory / "seed.json").read_text())["entropy"]
+    resumed = conjoined.CDP(checkpoint=directory, **params).fit(X)
+    expected = conjoined.CDP(random_state=np.random.SeedSequence(entropy), **params).fit(X)
+    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+        np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
+    assert_same_fit(expected.row_dpmm_, resumed.row_dpmm_)
+    (directory / "seed.json").write_text('{"entropy": "abc"}')
+    with pytest.raises(ValueError, match="seed.json is damaged"):
+        conjoined.CDP(checkpoint=directory, **params).fit(X)
 
 
 def test_bad_checkpoint_every():

@@ -5,6 +5,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -90,6 +91,32 @@ def test_fit_survives_a_worker_killed_mid_fit(clients, monkeypatch, kind, kill_a
         model = conjoined.DPMM(backend="dask", client=client, **PARAMS).fit(X)
     assert calls["n"] == 2 * PARAMS["n_iter"] + 1  # every pass of both actors, plus the re-run
     assert_same_fit(expected, model)
+
+
+def test_actors_keep_to_their_fits_client(clients, monkeypatch):
+    """An actor binds to the current client when it is made, which was the default client or the one of the
+    caller's ``with Client(...)``: with two fits in two threads, possibly the other fit's, closed under this one
+    when that fit ended. Here another client is the current one while the actors start, and closed after their
+    first pass."""
+    X = count_mixture(1)
+    original_pass, others = DaskBackend._pass, []
+
+    def with_another_client(self, kernel_params):
+        if others:
+            return original_pass(self, kernel_params)
+        others.append(distributed.Client(clients[1].scheduler.address))
+        try:
+            with others[0].as_current():
+                return original_pass(self, kernel_params)
+        finally:
+            others[0].close()
+
+    monkeypatch.setattr(DaskBackend, "_pass", with_another_client)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # "Dask worker lost: re-creating streams ..."
+        dask = conjoined.DPMM(backend="dask", address=clients[1].scheduler.address, **PARAMS).fit(X)
+    assert others and others[0].status == "closed"
+    assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), dask)
 
 
 def test_checkpoint_of_a_dask_fit_resumes_on_the_local_backend(clients, tmp_path, monkeypatch):

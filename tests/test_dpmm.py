@@ -1,5 +1,10 @@
 """DPMM: recovery of known mixtures, reproducibility, the split/merge ratios, input checks."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -731,3 +736,37 @@ def test_dataframe_column_names_are_kept_and_checked():
     assert model.n_features_in_ == 4 and model.feature_names_in_.tolist() == ["a", "b", "c", "d"]
     np.testing.assert_array_equal(model.labels_, labels)
     model.predict(X)
+
+
+def test_overlapping_fits_under_numba_workqueue_threading_layer():
+    # numba's workqueue layer (where neither OpenMP nor TBB is found) aborts the whole process when two threads
+    # run parallel kernels at once: the passes then take turns, with the same results
+    script = textwrap.dedent("""
+        import threading
+        import numba
+        import numpy as np
+        import scipy.sparse as sp
+        import conjoined
+        from conjoined.dpmm import backends
+
+        backends.PARALLEL_MIN_WORK = 0
+        X = sp.csr_matrix(np.random.default_rng(0).poisson(2.0, size=(400, 30)))
+        alone = conjoined.DPMM(n_iter=15, random_state=1, n_jobs=1).fit(X).labels_trace_
+        fits = {}
+
+        def fit(name):
+            fits[name] = conjoined.DPMM(n_iter=15, random_state=1, n_jobs=2).fit(X).labels_trace_
+
+        threads = [threading.Thread(target=fit, args=(name,)) for name in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(fits) == 3 and all(np.array_equal(labels, alone) for labels in fits.values())
+        print(numba.threading_layer())
+    """)
+    environment = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue", "NUMBA_NUM_THREADS": "2"}
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["workqueue"]

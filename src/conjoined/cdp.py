@@ -21,6 +21,7 @@ same reassignment and extraction unless set otherwise), for comparison.
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 
@@ -249,6 +250,30 @@ def _select_labels(dpmm, consensus=True):
     return labels.astype(np.int64), int(labels.max()) + 1, k_post
 
 
+def _checkpointed_seed(folder):
+    """The root seed of a fit with ``random_state=None`` and a checkpoint folder: the one recorded in the folder's
+    ``seed.json`` by the fit that began it, else a new one, recorded there."""
+    from .io import write_json
+
+    path = os.path.join(folder, "seed.json")
+    try:
+        with open(path) as file:
+            entropy = json.load(file)["entropy"]
+    except FileNotFoundError:
+        entropy = None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"checkpoint {path} is damaged ({type(error).__name__}: {error}); delete it, or the "
+                         "whole folder, to start afresh") from error
+    if entropy is None:
+        entropy = np.random.SeedSequence().entropy
+        os.makedirs(folder, exist_ok=True)
+        write_json(path, {"entropy": entropy})
+    elif not isinstance(entropy, int) or isinstance(entropy, bool) or entropy < 0:
+        raise ValueError(f"checkpoint {path} is damaged (entropy {entropy!r} is not a non-negative integer); "
+                         "delete it, or the whole folder, to start afresh")
+    return np.random.SeedSequence(entropy)
+
+
 class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator):
     """Conjoined Dirichlet Process biclustering (Ngo, Pluta, Ngo & Shahbaba), built to recover the blocks.
 
@@ -334,8 +359,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         cluster between the DPMM runs, otherwise each run starts and stops its own local cluster.
     checkpoint : str, path or None, default=None
         Directory where every DPMM run keeps its checkpoint (``dpmm-<run>-<side>.npz``, see ``DPMM``): a fit
-        started again with the same data and parameters resumes where it stopped. Resuming needs an int
-        ``random_state`` (with None, every run draws a new seed).
+        started again with the same data and parameters resumes where it stopped. With ``random_state=None`` the
+        seed drawn by the fit that began the folder is recorded there (``seed.json``) and taken again, so that
+        the fit started again resumes (as a ``DPMM`` with None resumes from its checkpoint's seed).
 
     Attributes
     ----------
@@ -498,7 +524,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         core = X[row_index][:, col_index]
 
         # Spawned one at a time, as needed: the same children as spawn(3 + 2 * n_rounds), without making them all.
-        root_seed = seed_sequence(self.random_state)
+        if self.random_state is None and self.checkpoint is not None:
+            root_seed = _checkpointed_seed(self.checkpoint)
+        else:
+            root_seed = seed_sequence(self.random_state)
         reassign_seed, row_seed, column_seed = root_seed.spawn(3)
         row_dpmm = self._dpmm("row", row_seed).fit(core)
         column_dpmm = self._dpmm("column", column_seed).fit(sp.csr_matrix(core.T))

@@ -10,9 +10,12 @@ shard per stream on its workers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from typing import NamedTuple
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
@@ -129,11 +132,12 @@ class Shard:
             log_rate, offset = params
             sub_log_rate, sub_offset = sub_params
             kernel = kernels.assign_counts if self.parallel else kernels.assign_counts_serial
-            labels, sublabels, counts, sums = kernel(
-                self.indptr, self.indices, self.values, np.ascontiguousarray(log_rate.T), offset, log_w,
-                np.ascontiguousarray(sub_log_rate.T), sub_offset, sub_log_w, random_sub, *restriction, u,
-                self.thread_blocks,
-            )
+            with parallel_section(self.parallel):
+                labels, sublabels, counts, sums = kernel(
+                    self.indptr, self.indices, self.values, np.ascontiguousarray(log_rate.T), offset, log_w,
+                    np.ascontiguousarray(sub_log_rate.T), sub_offset, sub_log_w, random_sub, *restriction, u,
+                    self.thread_blocks,
+                )
             if counts.shape[0] > 1:
                 counts, sums = counts.sum(axis=0), sums.sum(axis=0)
             stats = _as_stats(counts, sums, None, K)
@@ -147,7 +151,7 @@ class Shard:
             sub_mu, sub_chol_prec, sub_log_det = sub_params
             single = np.float32
             # The kernel's matrix products are small and run inside numba's threads: BLAS must not add its own.
-            with single_threaded_blas():
+            with single_threaded_blas(), parallel_section(self.parallel):
                 labels, sublabels, counts, sums, outer = kernel(
                     self.values, self.values32, mu.astype(single), chol_prec.astype(single), log_det, log_w,
                     sub_mu.astype(single), sub_chol_prec.astype(single), sub_log_det, sub_log_w, random_sub,
@@ -214,11 +218,63 @@ def _blas_controller():
     return ThreadpoolController()
 
 
+class _SharedBlasLimit:
+    """One BLAS thread while any holder is inside, the original limits back when the last one leaves.
+
+    BLAS's thread count is the process's: a limit entered and left by each of two overlapping fits would have
+    the first to leave lift it under the other, and the last put back the "1" it found on entry."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._limiter = None
+
+    @contextlib.contextmanager
+    def held(self):
+        with self._lock:
+            if self._holders == 0:
+                self._limiter = _blas_controller().limit(limits=1, user_api="blas")
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0:
+                    self._limiter.restore_original_limits()
+                    self._limiter = None
+
+
+_BLAS_LIMIT = _SharedBlasLimit()
+
+
 def single_threaded_blas():
     """Context manager keeping BLAS on one thread: for small matrix products inside numba's threads, or many
     times over in a loop, where BLAS's own threads cost more than they give (four times more on a machine whose
-    cores other work keeps busy)."""
-    return _blas_controller().limit(limits=1, user_api="blas")
+    cores other work keeps busy). Fits overlapping in several threads share the limit (``_SharedBlasLimit``)."""
+    return _BLAS_LIMIT.held()
+
+
+_WORKQUEUE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def parallel_section(parallel):
+    """Around a call of a ``parallel=True`` kernel: one at a time in the process under numba's workqueue threading
+    layer (where neither OpenMP nor TBB is found, as for many pip installs on macOS), which aborts the process
+    when two threads run parallel kernels at once; OpenMP and TBB let overlapping fits run together."""
+    if not parallel:
+        yield
+        return
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet: the layer is chosen at the first
+        layer = None
+    if layer in ("omp", "tbb"):
+        yield
+    else:
+        with _WORKQUEUE_LOCK:
+            yield
 
 
 def _as_stats(counts, sums, outer, K):

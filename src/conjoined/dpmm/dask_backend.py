@@ -134,14 +134,14 @@ class DaskBackend(Shard):
         if client is not None:
             self.client, self.owns_client = client, False
         elif address is not None:
-            self.client, self.owns_client = Client(address), True
+            self.client, self.owns_client = Client(address, set_as_default=False), True
         else:
             # The scheduler's HTTP server (health routes) gets a free port: 8787 may be taken by another cluster.
             with _workers_ignoring_ctrl_c():
                 self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                                             processes=True, host="127.0.0.1", dashboard_address=":0",
                                             scheduler_kwargs={"dashboard": False})
-            self.client, self.owns_client = Client(self.cluster), True
+            self.client, self.owns_client = Client(self.cluster, set_as_default=False), True
         self.groups = None  # stream indices of each actor
         self.actors, self.actor_futures, self.placement, self.pending = [], [], [], []
         self.lost_workers = set()
@@ -195,7 +195,10 @@ class DaskBackend(Shard):
         future = self.client.submit(ShardGroup, payload, n_threads, actor=True, workers=[address],
                                     allow_other_workers=False, pure=False)
         try:
-            actor = future.result()
+            # An actor binds to the current client when it is made: without this, the default client, which
+            # may be another fit's (two fits in two threads), closed under this one when that fit ends.
+            with self.client.as_current():
+                actor = future.result()
         finally:
             payload.release()
         self.actors[g], self.actor_futures[g], self.placement[g] = actor, future, address
