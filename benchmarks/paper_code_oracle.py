@@ -4,7 +4,7 @@ published code, on the paper's four cases, unshuffled and shuffled.
 
 Their code tabulates the row labels of each column's tokens and redraws each from the others (likewise the column
 labels of each row's tokens); it then reads the per-column table as the rows' phi (and the per-row one as the
-columns'): the swap. ``conjoined`` does not reproduce it (DESIGN.md): a row's share of each row topic is counted over
+columns'): the swap. ``conjoined`` does not reproduce it (``conjoined.extract``'s docstring): a row's share of each row topic is counted over
 its own tokens. The swap only lines up when a block's rows and columns have the same indices, as in the paper's
 unshuffled simulations. Prints the mean Jaccard per case for: the library's pass and rule (no swap), this script's
 own pass without the swap (a check: it should agree with the library's), and the same pass with the swap.

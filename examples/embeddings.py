@@ -3,7 +3,7 @@
     python examples/embeddings.py [--out DIR] [--quick] [--dims D] [--seeds N]
 
 scikit-learn's bundled handwritten digits (1,797 images of 8 x 8 pixels, 10 digits) are embedded by PCA into ``D``
-dimensions (default 20) and clustered by :class:`conjoined.DPMM` with its defaults (``prior=None`` picks the
+dimensions (default 20) and clustered by :class:`conjoined.DPMM` with its default prior (``prior=None`` picks the
 Gaussian likelihood with a Normal-inverse-Wishart prior for real-valued data), and, for comparison, by
 scikit-learn's ``BayesianGaussianMixture`` with a Dirichlet-process prior (30 components, at most).
 
@@ -11,7 +11,8 @@ For each seed it prints K (DPMM: the posterior mode over the sampled iterations,
 mixture: the components it uses), the NMI and ARI against the digits of the final labels (the DPMM's last
 iteration), and the fit time. For the first seed: the
 digit make-up of each DPMM cluster, the least certain images (``predict_proba``), and a picture of each cluster's
-mean image saved to ``OUT/digit_clusters.png``. ``--quick`` runs 40 iterations and one seed (for CI).
+mean image saved to ``OUT/digit_clusters.png``. 300 iterations (the DPMM's default is 100); ``--quick`` runs 40
+iterations and one seed (for CI).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def main(argv=None):
     images, digits = load_digits(return_X_y=True)
     embedding = PCA(args.dims, random_state=0).fit_transform(images)
     print(f"digits: {images.shape[0]} images of 8 x 8 pixels, 10 digits; PCA to {args.dims} dimensions")
-    print(f"DPMM: defaults ({n_iter} iterations); BayesianGaussianMixture: Dirichlet process, "
+    print(f"DPMM: default prior, {n_iter} iterations; BayesianGaussianMixture: Dirichlet process, "
           f"{MIXTURE_COMPONENTS} components at most\n")
     print("seed  method  K                NMI    ARI    time")
     for seed in range(seeds):

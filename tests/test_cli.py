@@ -665,6 +665,16 @@ def test_plot_reads_a_model_saved_before_biclusters_joined_blocks(reference, tmp
         np.testing.assert_array_equal([np.flatnonzero(m) for m in masks], model.bicluster_pairs_[:, [column]])
 
 
+def test_plot_without_matplotlib_says_how_to_install_it(reference, tmp_path, capsys, monkeypatch):
+    outdir = tmp_path / "copy"
+    shutil.copytree(reference, outdir)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    before = _contents(outdir)
+    status, _, err = _run(["plot", outdir], capsys)
+    assert status == 2 and err == "conjoined: error: the pictures need matplotlib: pip install matplotlib\n"
+    assert _contents(outdir) == before
+
+
 def test_plot_of_a_folder_that_is_not_a_fit(tmp_path, capsys):
     status, _, err = _run(["plot", tmp_path], capsys)
     assert status == 2 and "matrix.npz" in err and err.count("\n") == 1

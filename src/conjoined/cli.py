@@ -550,7 +550,10 @@ def _load_model(path):
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise UserError("the pictures need matplotlib: pip install matplotlib") from error
 
     # A command draws into files: use the non-interactive backend unless pyplot is already in use (main()
     # called from a notebook), whose backend is then left alone.

@@ -373,8 +373,13 @@ def make_marques_like(
     return X, row_labels.astype(np.int64), col_labels.astype(np.int64)
 
 
+# Where the condensed 20 Newsgroups file is published (Sam Roweis's data page, https://cs.nyu.edu/~roweis/data.html).
+ROWEIS_20NEWS_URL = "https://cs.nyu.edu/~roweis/data/20news_w100.mat"
+
+
 def load_20news_w100(path):
-    """Condensed 20 Newsgroups (Sam Roweis's ``20news_w100.mat``): 100 words x 16,242 documents.
+    """Condensed 20 Newsgroups (Sam Roweis's ``20news_w100.mat``, downloaded from ``ROWEIS_20NEWS_URL``): 100 words
+    x 16,242 documents.
 
     Parameters
     ----------
@@ -395,7 +400,8 @@ def load_20news_w100(path):
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (the 20news_w100.mat file of Sam Roweis's data page)")
+        raise FileNotFoundError(f"{path}: no such file (the 20news_w100.mat file of Sam Roweis's data page, "
+                                f"{ROWEIS_20NEWS_URL})")
     try:
         contents = scipy.io.loadmat(str(path))
     except Exception as exc:  # noqa: BLE001 - any parse failure is reported as one line naming the file

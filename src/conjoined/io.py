@@ -555,7 +555,8 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
     path = Path(path)
     if (path.exists() or path.is_symlink()) and not force:
         raise FileExistsError(
-            f"{path} already exists; choose another output directory or use force (--force)"
+            f"{path} already exists; choose another output directory, or replace it (force=True; --force on the "
+            "command line)"
         )
     if replaceable is not None:
         replaceable(path)
