@@ -122,6 +122,22 @@ def test_mtx_with_name_files(tmp_path, counts, compress):
     assert unnamed.row_names is None and unnamed.column_names is None
 
 
+def test_a_byte_order_mark_is_not_read_into_the_first_name(tmp_path, counts):
+    X, genes, cells = counts
+    sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(X))
+    (tmp_path / "genes.txt").write_text("\n".join(genes) + "\n", encoding="utf-8-sig")
+    with gzip.open(tmp_path / "cells.txt.gz", "wt", encoding="utf-8-sig") as handle:
+        handle.write("\n".join(cells) + "\n")
+    result = read_matrix(tmp_path / "m.npz", row_names=tmp_path / "genes.txt", column_names=tmp_path / "cells.txt.gz")
+    assert list(result.row_names) == list(genes) and list(result.column_names) == list(cells)
+
+
+def test_a_table_with_another_separator_says_so(tmp_path):
+    (tmp_path / "semicolons.csv").write_text("gene;c1;c2\ng1;1;2\ng2;3;4\n")
+    with pytest.raises(ValueError, match=r"holds no values .*its lines hold ';': is that its separator\?"):
+        read_matrix(tmp_path / "semicolons.csv")
+
+
 def test_names_of_wrong_length(tmp_path, counts):
     X, genes, _ = counts
     sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(X))

@@ -76,10 +76,11 @@ def _one_line(exc):
 
 
 def _open_text(path):
-    """Open a text file, transparently decompressing ``.gz``."""
+    """Open a UTF-8 text file, transparently decompressing ``.gz``; a byte-order mark (as some editors and
+    Excel write) is dropped, not read into the first name."""
     if str(path).endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return gzip.open(path, "rt", encoding="utf-8-sig")
+    return open(path, encoding="utf-8-sig")
 
 
 def _make_unique(names):
@@ -157,6 +158,10 @@ def _is_number(text):
     return True
 
 
+# How the readers choose a table's separator, for errors that suspect another.
+SEPARATOR_HINT = "a .csv file is read with commas and a .tsv file with tabs: rewrite it with one of those"
+
+
 def _read_table(path, sep):
     try:
         import pandas as pd
@@ -210,7 +215,10 @@ def _read_table(path, sep):
                 "names)"
             )
     if frame.shape[0] == 0 or frame.shape[1] == 0:
-        raise ValueError(f"{path}: the table holds no values (shape {frame.shape})")
+        other = next((other for other in (";", "\t", ",") if other != sep and other in first_lines[0]), None)
+        hint = (f"; its lines hold {other!r}: is that its separator? ({SEPARATOR_HINT})" if other is not None
+                else "")
+        raise ValueError(f"{path}: the table holds no values (shape {frame.shape}){hint}")
     missing = np.argwhere(frame.isna().to_numpy())
     if missing.size:
         row, column = missing[0]
