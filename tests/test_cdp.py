@@ -483,3 +483,55 @@ def test_overlapping_fits_share_the_blas_limit(monkeypatch):
     with backends.single_threaded_blas():  # and again, once nobody holds it
         pass
     assert calls == [("limit", 1, "blas"), "restore"] * 2
+
+
+def test_holdout_finds_no_biclusters_in_counts_without_structure():
+    # the significance test reads the counts that shaped the partitions: on sparse noise the partitions' own
+    # noise passes it. Tested on held-out counts it does not, and real blocks still stand.
+    noise = np.random.default_rng(0).poisson(0.2, (100, 80))
+    assert CDP(random_state=0).fit(noise).n_biclusters_ > 0
+    held = CDP(random_state=0, holdout=0.5).fit(noise)
+    assert held.n_biclusters_ == 0 and held.rows_.shape == (0, 100)
+    X, rows, columns = make_cdp_case(3, random_state=1, shuffle=True)
+    model = CDP(random_state=1, holdout=0.5).fit(X)
+    assert jaccard_score((model.rows_, model.columns_), (rows, columns)) > 0.95
+    again = CDP(random_state=1, holdout=0.5).fit(sp.csr_matrix(X))
+    np.testing.assert_array_equal(model.rows_, again.rows_)
+    np.testing.assert_array_equal(model.bicluster_strength_, again.bicluster_strength_)
+
+
+def test_holdout_sets_aside_items_left_without_counts_to_fit_on():
+    X, _, _ = make_cdp_case(4, random_state=0)
+    X = X.copy()
+    X[:20] = 0
+    X[:20, :20] = np.eye(20, dtype=X.dtype)  # rows of one count: held out or fitted, each
+    model = CDP(random_state=0, holdout=0.5).fit(X)
+    aside = model.row_labels_[:20] == -1
+    assert 0 < aside.sum() < 20
+    np.testing.assert_array_equal(model.block_row_labels_[:20] == -1, aside)
+    assert not model.rows_[:, :20][:, aside].any()
+    np.testing.assert_array_equal(model.row_membership_[:20][aside], 0.0)
+
+
+def test_thinning_splits_each_count():
+    from conjoined.cdp import _thinned
+
+    counts = sp.csr_matrix(np.random.default_rng(0).poisson(20.0, (200, 50)).astype(np.float64))
+    held = _thinned(counts, 0.3, np.random.default_rng(1))
+    rest = counts - held
+    assert held.min() >= 0 and rest.min() >= 0 and np.array_equal(held.data, np.rint(held.data))
+    assert held.sum() / counts.sum() == pytest.approx(0.3, abs=0.01)
+    # Poisson counts split so: the parts are uncorrelated
+    assert abs(np.corrcoef(held.toarray().ravel(), rest.toarray().ravel())[0, 1]) < 0.03
+
+
+@pytest.mark.parametrize("holdout, message", [
+    (0.0, "holdout must be None or a share"), (1.0, "holdout must be None or a share"),
+    (True, "holdout must be None or a share"), ("half", "holdout must be None or a share"),
+])
+def test_bad_holdout(holdout, message):
+    X, _, _ = make_cdp_case(1, random_state=0)
+    with pytest.raises(ValueError, match=message):
+        CDP(holdout=holdout).fit(X)
+    with pytest.raises(ValueError, match="extraction='paper-code' has no test"):
+        CDP(holdout=0.5, extraction="paper-code").fit(X)

@@ -991,3 +991,15 @@ def test_demo_runs_cdp_on_a_builtin_case_and_prints_the_score(capsys):
     assert "found 0:" in out and "true  0: 20 rows x 20 columns" in out
     score = float(re.search(r"Jaccard score \(the paper's\): ([0-9.]+)", out).group(1))
     assert score == pytest.approx(1.0)
+
+
+def test_holdout_option(reference, tmp_path, capsys):
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "held", *FAST, "--no-plots",
+                           "--holdout", "0.5"], capsys)
+    assert status == 0, err
+    params = json.loads((tmp_path / "held" / "params.json").read_text())["estimator"]
+    assert params["holdout"] == 0.5
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "bad", *FAST, "--no-plots",
+                           "--holdout", "1.5"], capsys)
+    assert status == 2 and err.startswith("conjoined: error: --holdout must be a share") and err.count("\n") == 1
+    assert not (tmp_path / "bad").exists()

@@ -22,6 +22,7 @@ same reassignment and extraction unless set otherwise), for comparison.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import warnings
 
@@ -362,6 +363,16 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         started again with the same data and parameters resumes where it stopped. With ``random_state=None`` the
         seed drawn by the fit that began the folder is recorded there (``seed.json``) and taken again, so that
         the fit started again resumes (as a ``DPMM`` with None resumes from its checkpoint's seed).
+    holdout : float in (0, 1) or None, default=None
+        Share of the counts held out to test the biclusters: each count is split binomially, the partitions
+        (mixtures, rounds, refinement) are fitted on the rest and the significance rule tests their blocks on the
+        held-out part (count splitting: under Poisson noise the two parts are independent). Without it the test
+        reads the counts that shaped the partitions, and on counts without any structure the partitions' noise
+        passes it: unstructured sparse matrices (100 x 80, Poisson(0.2) or 5% ones) gave 2.35 biclusters a
+        matrix on average, 0 with ``holdout=0.5``. The price is power: a weak block is tested on part of its
+        counts (the paper's case 2, 20 replicates: mean Jaccard 0.97 -> 0.68 at 0.5, 0.81 at 0.3; cases 1, 3, 4
+        unchanged). Items left without counts to fit on are set aside (label -1). Memberships and ``theta_``
+        come from all the counts; ``bicluster_strength_`` from the held-out ones.
 
     Attributes
     ----------
@@ -408,7 +419,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                  row_beta=1.0, column_beta=1.0, n_iter=150, n_rounds=2, n_reassign=20, a_r=0.1, a_c=0.1,
                  lam=0.1, reassign_method="gibbs", extraction="significance", z_min=None, min_size=None,
                  background="auto", dispersion="auto", refine=True, mode="conjoined", random_state=None,
-                 n_jobs=None, verbose=False, n_shards=16, backend="local", client=None, address=None, checkpoint=None):
+                 n_jobs=None, verbose=False, n_shards=16, backend="local", client=None, address=None, checkpoint=None,
+                 holdout=None):
         self.row_alpha = row_alpha
         self.column_alpha = column_alpha
         self.row_likelihood = row_likelihood
@@ -437,6 +449,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         self.client = client
         self.address = address
         self.checkpoint = checkpoint
+        self.holdout = holdout
 
     def _check_params(self):
         for name in ("row_alpha", "column_alpha", "row_beta", "column_beta", "a_r", "a_c", "lam"):
@@ -452,6 +465,13 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                                                 and os.fspath(self.checkpoint)
                                                 and not os.path.isfile(self.checkpoint)):
             raise ValueError(f"checkpoint must be None or a folder's path (not a file), got {self.checkpoint!r}")
+        if self.holdout is not None:
+            if not (isinstance(self.holdout, numbers.Real) and not isinstance(self.holdout, bool)
+                    and 0 < self.holdout < 1):
+                raise ValueError(f"holdout must be None or a share of the counts between 0 and 1, got {self.holdout!r}")
+            if self.extraction != "significance":
+                raise ValueError("holdout tests the significance rule's blocks: extraction='paper-code' has no test "
+                                 "to hold counts out for")
         for name, allowed in (("row_likelihood", LIKELIHOODS), ("column_likelihood", LIKELIHOODS),
                               ("mode", MODES), ("reassign_method", ("gibbs", "paper-code")),
                               ("extraction", ("significance", "paper-code")), ("background", BACKGROUNDS),
@@ -529,19 +549,31 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         else:
             root_seed = seed_sequence(self.random_state)
         reassign_seed, row_seed, column_seed = root_seed.spawn(3)
-        row_dpmm = self._dpmm("row", row_seed).fit(core)
-        column_dpmm = self._dpmm("column", column_seed).fit(sp.csr_matrix(core.T))
+        # The partitions are fitted on fit_core, the biclusters tested on test_core: the same counts without a
+        # holdout; with one, each count split binomially, items with nothing left to fit on set aside.
+        fit_core = test_core = core
+        if self.holdout is not None:
+            test_core = _thinned(core, self.holdout, np.random.default_rng(reassign_seed.spawn(1)[0]))
+            fit_core = core - test_core
+            fit_rows, fit_cols = (totals > 0 for totals in line_totals(fit_core))
+            if fit_rows.sum() < 2 or fit_cols.sum() < 2:
+                raise ValueError(f"holdout={self.holdout} leaves fewer than 2 rows or columns with counts to fit the "
+                                 "partitions on: lower it, or leave it None")
+            row_index, col_index = row_index[fit_rows], col_index[fit_cols]
+            core, fit_core, test_core = (part[fit_rows][:, fit_cols] for part in (core, fit_core, test_core))
+        row_dpmm = self._dpmm("row", row_seed).fit(fit_core)
+        column_dpmm = self._dpmm("column", column_seed).fit(sp.csr_matrix(fit_core.T))
         rounds = 0 if self.mode == "paper" else self.n_rounds
         consensus = self.mode != "paper"
         row_dispersion = column_dispersion = None
         row_labels, K_r, row_k_post = _select_labels(row_dpmm, consensus)
         for round_ in range(rounds):
             col_labels, K_c, _ = _select_labels(column_dpmm)
-            aggregated = _aggregate(core, col_labels, K_c)
+            aggregated = _aggregate(fit_core, col_labels, K_c)
             row_dispersion = self._dispersion(aggregated, row_labels, "row", round_)
             row_dpmm = self._dpmm("row", root_seed.spawn(1)[0]).fit(_tempered(aggregated, *row_dispersion))
             row_labels, K_r, row_k_post = _select_labels(row_dpmm)
-            aggregated = _aggregate(core.T.tocsr(), row_labels, K_r)
+            aggregated = _aggregate(fit_core.T.tocsr(), row_labels, K_r)
             column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
             column_dpmm = self._dpmm("column", root_seed.spawn(1)[0]).fit(_tempered(aggregated, *column_dispersion))
         col_labels, K_c, col_k_post = _select_labels(column_dpmm, consensus)
@@ -555,7 +587,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         if self.extraction == "significance" and self.refine:
             with single_threaded_blas():  # many small products: BLAS threads cost more than they give
                 block_rows, block_cols = refine_partition(
-                    core, row_labels, col_labels, z_min=self.z_min, min_size=refine_min_size,
+                    fit_core, row_labels, col_labels, z_min=self.z_min, min_size=refine_min_size,
                     row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
             # The refinement merges clusters and may empty others: the topics are the clusters it kept.
             (block_rows, K_r), (block_cols, K_c) = _renumbered(block_rows), _renumbered(block_cols)
@@ -575,7 +607,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         params = topic_parameters(counts, a_r=self.a_r, a_c=self.a_c, lam=self.lam)
         with single_threaded_blas():
             if self.extraction == "significance":
-                found = extract_biclusters(core, counts, rule="significance", row_labels=block_rows,
+                found = extract_biclusters(test_core, counts, rule="significance", row_labels=block_rows,
                                            column_labels=block_cols, z_min=self.z_min, min_size=self.min_size,
                                            background=self.background)
             else:
@@ -658,6 +690,16 @@ def pair_cluster_masks(pairs):
     its pair's k and l alone (results saved before biclusters joined blocks)."""
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
     return tuple(_cluster_masks(side[:, None], side) for side in pairs.T)
+
+
+def _thinned(counts, share, rng):
+    """Each count of the CSR matrix ``counts`` thinned binomially to ``share`` of it (its held-out part; the rest
+    is ``counts`` minus it). Poisson counts split so are two independent Poisson matrices, at ``share`` and
+    ``1 - share`` of the rates (count splitting, Neufeld et al., Biostatistics 2024)."""
+    held = counts.copy()
+    held.data = rng.binomial(np.rint(counts.data).astype(np.int64), share).astype(counts.dtype)
+    held.eliminate_zeros()
+    return held
 
 
 def _expand(values, index, n, fill):

@@ -229,6 +229,15 @@ def _estimator_options(parser):
         metavar="N",
     )
     add(
+        "--holdout",
+        "holdout",
+        "share of the counts held out to test the biclusters (count splitting: no biclusters from the partitions' "
+        "noise, at a cost in power; 0.5 suits a check that anything stands out at all)",
+        "none",
+        type=float,
+        metavar="SHARE",
+    )
+    add(
         "--background",
         "background",
         "the significance rule's background: 'auto' gives it row and column cluster levels where the data demand "
