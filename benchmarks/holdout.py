@@ -49,7 +49,7 @@ def main(argv=None):
                 model = CDP(random_state=seed, holdout=holdout).fit(X)
                 case_scores.append(jaccard_score((model.rows_, model.columns_), (rows, columns)))
             scores.append(f"{np.mean(case_scores):.3f} ({min(case_scores):.3f})")
-        print(f"{str(holdout):>7}  {np.mean(found):19.2f}, {sum(n > 0 for n in found):2d}{'':22}"
+        print(f"{holdout!s:>7}  {np.mean(found):19.2f}, {sum(n > 0 for n in found):2d}{'':22}"
               f"{' / '.join(scores)}  {time.perf_counter() - start:5.1f}", flush=True)
 
 

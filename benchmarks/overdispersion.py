@@ -49,5 +49,6 @@ def main(argv=None):
                   f"  {model.n_biclusters_:10d}  {jaccard_score((model.rows_, model.columns_), truth):7.3f}"
                   f"  {seconds:7.1f}", flush=True)
 
+
 if __name__ == "__main__":
     main()

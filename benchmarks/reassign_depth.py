@@ -45,5 +45,6 @@ def main(argv=None):
         print(f"{scale:>7} {X.sum():>11,} {X.max():>9,} {tally * 1e3:>8.1f}ms {tally / X.sum() * 1e9:>9.1f} "
               f"{estimate * 1e3:>9.1f}ms {estimate / tally:>6.1f}")
 
+
 if __name__ == "__main__":
     main()

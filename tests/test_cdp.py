@@ -505,7 +505,8 @@ def test_holdout_sets_aside_items_left_without_counts_to_fit_on():
     X = X.copy()
     X[:20] = 0
     X[:20, :20] = np.eye(20, dtype=X.dtype)  # rows of one count: held out or fitted, each
-    model = CDP(random_state=0, holdout=0.5).fit(X)
+    with pytest.warns(conjoined.AllZeroWarning, match=r"holdout=0.5 left \d+ row\(s\) and \d+ column\(s\) without"):
+        model = CDP(random_state=0, holdout=0.5).fit(X)
     aside = model.row_labels_[:20] == -1
     assert 0 < aside.sum() < 20
     np.testing.assert_array_equal(model.block_row_labels_[:20] == -1, aside)
@@ -535,3 +536,17 @@ def test_bad_holdout(holdout, message):
         CDP(holdout=holdout).fit(X)
     with pytest.raises(ValueError, match="extraction='paper-code' has no test"):
         CDP(holdout=0.5, extraction="paper-code").fit(X)
+
+
+def test_holdout_gives_the_same_biclusters_shuffled():
+    # the counts are split in the canonical order: a shuffled matrix holds out the same counts
+    X, _, _ = make_cdp_case(2, random_state=2, shuffle=True)
+    rng = np.random.default_rng(0)
+    pr, pc = rng.permutation(X.shape[0]), rng.permutation(X.shape[1])
+    a = CDP(random_state=0, holdout=0.5).fit(X)
+    b = CDP(random_state=0, holdout=0.5).fit(X[pr][:, pc])
+    assert a.n_biclusters_ > 0
+    np.testing.assert_array_equal(a.rows_[:, pr], b.rows_)
+    np.testing.assert_array_equal(a.columns_[:, pc], b.columns_)
+    np.testing.assert_array_equal(a.bicluster_strength_, b.bicluster_strength_)
+    np.testing.assert_array_equal(a.row_membership_[pr], b.row_membership_)

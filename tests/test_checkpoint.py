@@ -161,7 +161,6 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
         conjoined.DPMM(checkpoint=tmp_path / "other.npz", **PARAMS).fit(X)
 
 
-
 def test_gaussian_checkpoint_of_an_uncentred_fit_is_refused(tmp_path):
     """Gaussian fits run on centred data: a checkpoint written before that (its settings without "centred", its
     state in the data's coordinates) must not be resumed; the error names the setting."""
@@ -216,9 +215,11 @@ def test_cdp_without_a_seed_records_its_seed_in_the_checkpoint_folder(tmp_path, 
     for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
     assert_same_fit(expected.row_dpmm_, resumed.row_dpmm_)
-    (directory / "seed.json").write_text('{"entropy": "abc"}')
-    with pytest.raises(ValueError, match="seed.json is damaged"):
-        conjoined.CDP(checkpoint=directory, **params).fit(X)
+    for damaged in ('{"entropy": "abc"}', '{"entropy": null}', "", "{}"):
+        (directory / "seed.json").write_text(damaged)
+        with pytest.raises(ValueError, match="seed.json is damaged"):
+            conjoined.CDP(checkpoint=directory, **params).fit(X)
+        assert (directory / "seed.json").read_text() == damaged
 
 
 def test_bad_checkpoint_every():

@@ -416,7 +416,6 @@ def test_gaussian_data_of_small_scale_is_clustered_as_at_unit_scale():
     np.testing.assert_array_equal(conjoined.DPMM(**params).fit(X * 1e-10).labels_, unit.labels_)
 
 
-
 @pytest.mark.parametrize("psi", [None, "sample"])
 def test_gaussian_data_far_from_the_origin_are_clustered_as_near_it(psi):
     """The data are centred for the fit (raw sums of squares of points 1e9 from the origin keep no digit of their
@@ -687,6 +686,7 @@ def test_niw_draws_have_the_posterior_moments():
     np.testing.assert_allclose(mu.mean(axis=0), mean_n, atol=0.015)
     np.testing.assert_allclose(np.cov(mu.T), psi_n / (kappa_n * (nu_n - d - 1)), atol=0.012)
 
+
 def test_count_split_merge_kernel_on_clusters_of_one_and_two_points():
     """Proposals whose clusters hold one or two points (no other point to allocate) are decided like the
     generic path's."""
@@ -754,19 +754,27 @@ def test_overlapping_fits_under_numba_workqueue_threading_layer():
         alone = conjoined.DPMM(n_iter=15, random_state=1, n_jobs=1).fit(X).labels_trace_
         fits = {}
 
+        fitted = conjoined.DPMM(n_iter=15, random_state=1, n_jobs=2).fit(X)
+        expected = fitted.predict_proba(X)
+
         def fit(name):
             fits[name] = conjoined.DPMM(n_iter=15, random_state=1, n_jobs=2).fit(X).labels_trace_
 
+        def predict():  # predict's kernels are parallel too
+            fits["predicted"] = all(np.array_equal(fitted.predict_proba(X), expected) for _ in range(20))
+
         threads = [threading.Thread(target=fit, args=(name,)) for name in range(3)]
+        threads.append(threading.Thread(target=predict))
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        assert fits.pop("predicted") is True
         assert len(fits) == 3 and all(np.array_equal(labels, alone) for labels in fits.values())
         print(numba.threading_layer())
     """)
     environment = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue", "NUMBA_NUM_THREADS": "2"}
     result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
-                            timeout=300)
+                            timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["workqueue"]

@@ -409,7 +409,6 @@ def test_mat_names_come_from_the_string_vectors_that_fit(tmp_path, counts):
     assert result.row_names is None and result.column_names is None
 
 
-
 def test_mat_names_of_the_newsgroups_file():
     if not (DATA / "20news_w100.mat").is_file():
         pytest.skip("20news_w100.mat not found in ../shared/data")

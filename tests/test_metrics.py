@@ -118,6 +118,7 @@ def test_consensus_score_is_sklearns_and_zero_for_an_empty_set():
         truth = (rng.random((n_true, 9)) < 0.5, rng.random((n_true, 7)) < 0.5)
         assert consensus_score(found, truth) == pytest.approx(sklearn_consensus_score(found, truth), abs=1e-12)
     assert consensus_score(found, found) == 1.0
+
     def overlap(a_rows, a_columns, b_rows, b_columns):
         return float((a_rows & b_rows).any())
 

@@ -161,7 +161,6 @@ def test_biclusters_into_given_axes_and_without_biclusters(tmp_path, case2):
     assert _saved_png_shape(figure, tmp_path / "two.png", dpi=50) == (250, 600)
 
 
-
 @pytest.mark.parametrize("max_biclusters, marked", [(None, 14), (14, 14), (10, 10), (3, 3)])
 def test_biclusters_the_strongest_marked(max_biclusters, marked):
     """14 one-row biclusters: the first ``max_biclusters`` (CDP's strongest) get a legend entry, the title says how
@@ -200,6 +199,7 @@ def test_bad_arguments_are_named_and_leave_no_figure_open(plot, options, message
     with pytest.raises(AttributeError):
         plot_k_trace(object())
     assert plt.get_fignums() == []
+
 
 def test_biclusters_shape_mismatch(case2):
     X, model = case2

@@ -161,9 +161,10 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         columns):
 
         - ``obs[f"{key}_cluster"]``, ``var[f"{key}_cluster"]``: categorical cluster of each cell / gene
-          (categories ``"0"``, ``"1"``, ...; missing for all-zero cells or genes, which are set aside), in the
-          partitions the biclusters are read from, whose clusters are the topics (CDP's
-          ``block_column_labels_`` / ``block_row_labels_``: the mixtures' partitions refined).
+          (categories ``"0"``, ``"1"``, ...; missing for cells or genes set aside: all-zero ones, and with
+          ``holdout`` those without counts to fit on), in the partitions the biclusters are read from, whose
+          clusters are the topics (CDP's ``block_column_labels_`` / ``block_row_labels_``: the mixtures'
+          partitions refined).
         - ``obsm[f"{key}_membership"]`` (n_cells, K_c), ``varm[f"{key}_membership"]`` (n_genes, K_r): share of
           each cell's / gene's tokens in each topic.
         - ``obsm[f"{key}_biclusters"]`` (n_cells, B), ``varm[f"{key}_biclusters"]`` (n_genes, B): bool, member

@@ -18,7 +18,8 @@
 - ``row_membership.csv``, ``column_membership.csv``: one line per row (column) named as in the input, one
   column per topic (``k0``, ``k1``, ... or ``l0``, ...) holding the share of its tokens in that topic, then
   ``label``, its cluster in the partition the biclusters are read from, whose clusters are the topics (the
-  refined one, ``block_row_labels_``; -1: an all-zero row set aside).
+  refined one, ``block_row_labels_``; -1: a row set aside, all-zero or, with ``--holdout``, without counts
+  to fit on).
 - ``theta.csv``: theta, the joint probability of a token's row topic (lines ``k0``...) and column topic
   (columns ``l0``...).
 - ``heatmap.png`` (the matrix sorted by cluster, the 10 strongest biclusters outlined), ``k_trace.png`` (K at

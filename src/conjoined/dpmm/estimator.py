@@ -27,7 +27,7 @@ from .._validation import (
     record_features,
 )
 from . import kernels, sampler
-from .backends import LocalBackend
+from .backends import LocalBackend, parallel_section
 from .checkpoint import Checkpointer, check_checkpoint_path, data_digest, prior_description
 from .point_moves import point_moves
 from .priors import CountPrior, NormalInverseWishart, default_prior
@@ -410,7 +410,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             record_features(self, X, reset=False)
         self.prior_.check_data(raw)
         log_w = np.log(self.weights_)
-        with numba_threads(resolve_n_jobs(self.n_jobs)):
+        # parallel kernels, whatever the size: under numba's workqueue layer they must take turns with any fit
+        with numba_threads(resolve_n_jobs(self.n_jobs)), parallel_section(True):
             if self.prior_.kind == "counts":
                 csr = raw if sp.issparse(raw) else sp.csr_matrix(raw)
                 log_rate, offset = self._expected_params

@@ -607,7 +607,6 @@ def gaussian_sequential_allocation(X, kappa, mean, nu, chol_psi, anchors, order,
     return log_q, side, counts, sums, outer
 
 
-
 @njit(cache=True, nogil=True)
 def _kept_slots(counts, n_clusters):
     """After single-point moves: each of the ``n_clusters`` cluster slots used, its index among the non-empty ones
