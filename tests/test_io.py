@@ -138,6 +138,18 @@ def test_a_table_with_another_separator_says_so(tmp_path):
         read_matrix(tmp_path / "semicolons.csv")
 
 
+def test_lines_ending_with_a_separator(tmp_path):
+    # every line ends with a tab (as some tools write them): the empty last field is no column
+    (tmp_path / "trailing.tsv").write_text("gene\tc1\tc2\t\ng1\t1\t2\t\ng2\t3\t4\t\n")
+    result = read_matrix(tmp_path / "trailing.tsv")
+    np.testing.assert_array_equal(result.X, [[1, 2], [3, 4]])
+    assert list(result.row_names) == ["g1", "g2"] and list(result.column_names) == ["c1", "c2"]
+    # only the lines below the header do: the error says so rather than only naming a column as missing
+    (tmp_path / "shifted.tsv").write_text("gene\tc1\tc2\ng1\t1\t2\t\ng2\t3\t4\t\n")
+    with pytest.raises(ValueError, match="empty on every line: do the lines below the header end with a separator"):
+        read_matrix(tmp_path / "shifted.tsv")
+
+
 def test_names_of_wrong_length(tmp_path, counts):
     X, genes, _ = counts
     sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(X))

@@ -208,6 +208,10 @@ def _read_table(path, sep):
         # index so); a header "NA" or "null" is a name, not a missing one
         row_names = first_column()
         frame, column_names = frame.iloc[:, 1:], header[1:]
+    # Every line ending with a separator (as some tools write them): the empty last field, unnamed and empty
+    # throughout, is no column.
+    if frame.shape[1] > 1 and str(column_names[-1]).strip() == "" and frame.iloc[:, -1].isna().all():
+        frame, column_names = frame.iloc[:, :-1], column_names[:-1]
     for position, name in enumerate(frame.columns):
         if not pd.api.types.is_numeric_dtype(frame[name]):
             raise ValueError(
@@ -224,9 +228,12 @@ def _read_table(path, sep):
         row, column = missing[0]
         names = [f"{what} {str(names[index])!r}" for what, names, index in
                  (("row", row_names, row), ("column", column_names, column)) if names is not None]
+        empty = frame.iloc[:, column].isna().all()
         raise ValueError(
             f"{path}: a missing value (an empty field, NA, or a line short of fields), first at (row, col) = "
             f"({row}, {column})" + (f": {', '.join(names)}" if names else "")
+            + ("; that column is empty on every line: do the lines below the header end with a separator the "
+               "header does not?" if empty else "")
         )
     return frame.to_numpy(), row_names, _make_unique(column_names)
 
