@@ -500,6 +500,13 @@ def test_holdout_finds_no_biclusters_in_counts_without_structure():
     np.testing.assert_array_equal(model.bicluster_strength_, again.bicluster_strength_)
 
 
+def test_holdout_of_presence_absence_data_warns():
+    # each 1 falls in one part only: the cells that shaped the partitions are empty in the held-out part
+    X, _, _ = make_cdp_case(4, random_state=0)
+    with pytest.warns(conjoined.HoldoutWarning, match="only 0s and 1s"):
+        CDP(random_state=0, holdout=0.5, n_iter=20).fit((X > np.median(X)).astype(int))
+
+
 def test_holdout_sets_aside_items_left_without_counts_to_fit_on():
     X, _, _ = make_cdp_case(4, random_state=0)
     X = X.copy()

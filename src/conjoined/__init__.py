@@ -19,6 +19,7 @@ _NAMES = {
     "CDP": "cdp",
     "ConjoinedDirichletProcess": "cdp",
     "DPMM": "dpmm",
+    "HoldoutWarning": "cdp",
     "Multinomial": "dpmm",
     "NormalInverseWishart": "dpmm",
     "PoissonGamma": "dpmm",

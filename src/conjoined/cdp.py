@@ -72,6 +72,10 @@ _HASH_MODULUS = 1048573  # a prime below 2**20: products with counts stay far fr
 MAX_CONTENT_ROUNDS = 64
 
 
+class HoldoutWarning(UserWarning):
+    """``holdout`` on data it does not suit (presence/absence data, whose split parts are not independent)."""
+
+
 class AllZeroWarning(UserWarning):
     """Rows or columns without counts (or, with ``holdout``, without counts to fit on) were set aside; they come
     back unassigned (label -1)."""
@@ -382,7 +386,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         0.99; cases 1 and 4 unchanged). Items left without counts to fit on are set aside (label -1, with an
         ``AllZeroWarning``). Memberships and ``theta_`` come from all the counts of the other items;
         ``bicluster_strength_`` from the held-out ones. Over-dispersed counts (negative binomial) split so are
-        not independent: the protection is weaker there.
+        not independent: the protection is weaker there. Presence/absence (0/1) data split so are strongly
+        dependent (each 1 falls in one part only) and the test then loses real blocks (20 Newsgroups, binary:
+        11 biclusters without a holdout, none at 0.5): a ``HoldoutWarning`` says so.
 
     Attributes
     ----------
@@ -563,6 +569,13 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         # holdout; with one, each count split binomially, items with nothing left to fit on set aside.
         fit_core = test_core = core
         if self.holdout is not None:
+            if core.data.max() <= 1:
+                warnings.warn(
+                    "X holds only 0s and 1s: a holdout of presence/absence data is not independent of the rest (each "
+                    "1 falls in one part or the other, so the cells that shaped the partitions are empty in the "
+                    "held-out part) and the test loses real blocks (20 Newsgroups: none left); holdout suits counts",
+                    HoldoutWarning, stacklevel=4,  # past fit's two decorators
+                )
             test_core = _thinned(core, self.holdout, np.random.default_rng(reassign_seed.spawn(1)[0]))
             fit_core = core - test_core
             fit_rows, fit_cols = (totals > 0 for totals in line_totals(fit_core))
