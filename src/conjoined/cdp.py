@@ -394,8 +394,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     ----------
     rows_ : (n_biclusters, n_rows) bool; columns_ : (n_biclusters, n_cols) bool.
     row_labels_, column_labels_ : (n_rows,), (n_cols,) int, the cluster of each row/column in the mixtures'
-        partitions (-1: set aside, all-zero or, with ``holdout``, without counts to fit on): each item's most frequent cluster over the samples with the posterior
-        mode of K, matched to one another, so a small cluster can be absorbed and fewer than K remain.
+        partitions (-1: set aside, all-zero or, with ``holdout``, without counts to fit on): each item's most
+        frequent cluster over the samples with the posterior mode of K, matched to one another, so a small
+        cluster can be absorbed and fewer than K remain.
     n_row_clusters_, n_column_clusters_ : int, K_r and K_c: the numbers of clusters of ``block_row_labels_`` and
         ``block_column_labels_``, the topics of theta, phi and the memberships. The refinement merges clusters
         (and may empty some), so they can be below the mixtures' K.
@@ -569,25 +570,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         # holdout; with one, each count split binomially, items with nothing left to fit on set aside.
         fit_core = test_core = core
         if self.holdout is not None:
-            if core.data.max() <= 1:
-                warnings.warn(
-                    "X holds only 0s and 1s: a holdout of presence/absence data is not independent of the rest (each "
-                    "1 falls in one part or the other, so the cells that shaped the partitions are empty in the "
-                    "held-out part) and the test loses real blocks (20 Newsgroups: none left); holdout suits counts",
-                    HoldoutWarning, stacklevel=4,  # past fit's two decorators
-                )
-            test_core = _thinned(core, self.holdout, np.random.default_rng(reassign_seed.spawn(1)[0]))
-            fit_core = core - test_core
-            fit_rows, fit_cols = (totals > 0 for totals in line_totals(fit_core))
-            if fit_rows.sum() < 2 or fit_cols.sum() < 2:
-                raise ValueError(f"holdout={self.holdout} leaves fewer than 2 rows or columns with counts to fit the "
-                                 "partitions on: lower it, or leave it None")
-            if not (fit_rows.all() and fit_cols.all()):
-                warnings.warn(
-                    f"holdout={self.holdout} left {(~fit_rows).sum()} row(s) and {(~fit_cols).sum()} column(s) "
-                    "without counts to fit the partitions on: they are set aside and come back unassigned (label "
-                    "-1)", AllZeroWarning, stacklevel=4,  # past fit's two decorators
-                )
+            fit_core, test_core, fit_rows, fit_cols = _held_out(
+                core, self.holdout, np.random.default_rng(reassign_seed.spawn(1)[0]))
             row_index, col_index = row_index[fit_rows], col_index[fit_cols]
             core, fit_core, test_core = (part[fit_rows][:, fit_cols] for part in (core, fit_core, test_core))
         row_dpmm = self._dpmm("row", row_seed).fit(fit_core)
@@ -719,6 +703,33 @@ def pair_cluster_masks(pairs):
     its pair's k and l alone (results saved before biclusters joined blocks)."""
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
     return tuple(_cluster_masks(side[:, None], side) for side in pairs.T)
+
+
+def _held_out(core, share, rng):
+    """``(fit part, held-out part, rows kept (n_rows,), columns kept (n_cols,))`` of the CSR counts ``core`` for
+    ``CDP(holdout=share)``: each count thinned binomially (:func:`_thinned`); the items left without counts in the
+    fit part are not kept. Warns (at ``fit``'s caller) of 0/1 data and of items not kept; ValueError when fewer
+    than 2 rows or columns are kept."""
+    if core.data.max() <= 1:
+        warnings.warn(
+            "X holds only 0s and 1s: a holdout of presence/absence data is not independent of the rest (each 1 "
+            "falls in one part or the other, so the cells that shaped the partitions are empty in the held-out "
+            "part) and the test loses real blocks (20 Newsgroups: none left); holdout suits counts",
+            HoldoutWarning, stacklevel=5,  # past _held_out, fit and fit's two decorators
+        )
+    held = _thinned(core, share, rng)
+    fit_part = core - held
+    fit_rows, fit_cols = (totals > 0 for totals in line_totals(fit_part))
+    if fit_rows.sum() < 2 or fit_cols.sum() < 2:
+        raise ValueError(f"holdout={share} leaves fewer than 2 rows or columns with counts to fit the partitions "
+                         "on: lower it, or leave it None")
+    if not (fit_rows.all() and fit_cols.all()):
+        warnings.warn(
+            f"holdout={share} left {(~fit_rows).sum()} row(s) and {(~fit_cols).sum()} column(s) without counts to "
+            "fit the partitions on: they are set aside and come back unassigned (label -1)",
+            AllZeroWarning, stacklevel=5,
+        )
+    return fit_part, held, fit_rows, fit_cols
 
 
 def _thinned(counts, share, rng):

@@ -158,10 +158,6 @@ def _is_number(text):
     return True
 
 
-# How the readers choose a table's separator, for errors that suspect another.
-SEPARATOR_HINT = "a .csv file is read with commas and a .tsv file with tabs: rewrite it with one of those"
-
-
 def _read_table(path, sep):
     try:
         import pandas as pd
@@ -220,8 +216,8 @@ def _read_table(path, sep):
             )
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         other = next((other for other in (";", "\t", ",") if other != sep and other in first_lines[0]), None)
-        hint = (f"; its lines hold {other!r}: is that its separator? ({SEPARATOR_HINT})" if other is not None
-                else "")
+        hint = (f"; its lines hold {other!r}: is that its separator? (a .csv file is read with commas and a .tsv "
+                "file with tabs: rewrite it with one of those)" if other is not None else "")
         raise ValueError(f"{path}: the table holds no values (shape {frame.shape}){hint}")
     missing = np.argwhere(frame.isna().to_numpy())
     if missing.size:
