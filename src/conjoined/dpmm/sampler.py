@@ -122,6 +122,20 @@ MERGE_CHUNK_VALUES = 1 << 21
 def merge_log_ratios(prior, alpha, cluster_stats, first, second):
     """``merge_log_ratio`` of the pairs ``(first[p], second[p])`` of clusters in ``cluster_stats`` (batch (K,)),
     vectorised: (P,) log ratios. Each cluster's own marginal is computed once."""
+    n_i, n_j = cluster_stats.n[first].astype(np.float64), cluster_stats.n[second].astype(np.float64)
+    return (merge_log_odds(prior, alpha, cluster_stats, first, second)
+            + gammaln(alpha) - 2 * gammaln(alpha / 2) + gammaln(n_i + alpha / 2) + gammaln(n_j + alpha / 2)
+            - gammaln(n_i + n_j + alpha))
+
+
+def merge_log_odds(prior, alpha, cluster_stats, first, second):
+    """Log posterior odds of merging each pair ``(first[p], second[p])`` of clusters in ``cluster_stats`` (batch
+    (K,)) against keeping the pair apart, all else equal: (P,) values of
+
+    lgamma(N_i+N_j) - lgamma(N_i) - lgamma(N_j) + log m(X_ij) - log m(X_i) - log m(X_j) - log alpha
+
+    (the difference of ``log_posterior`` between the two partitions). Each cluster's own marginal is computed
+    once; the merged statistics are formed in chunks of about ``MERGE_CHUNK_VALUES`` values."""
     n = cluster_stats.n.astype(np.float64)
     own = prior.log_marginal(cluster_stats)
     values_per_pair = int(np.prod(cluster_stats.s1.shape[1:])) + (
@@ -132,11 +146,7 @@ def merge_log_ratios(prior, alpha, cluster_stats, first, second):
         a, b = first[lo:lo + chunk], second[lo:lo + chunk]
         merged[lo:lo + chunk] = prior.log_marginal(cluster_stats.take(a) + cluster_stats.take(b))
     n_i, n_j = n[first], n[second]
-    return (
-        gammaln(n_i + n_j) - gammaln(n_i) - gammaln(n_j) + merged - own[first] - own[second] - np.log(alpha)
-        + gammaln(alpha) - 2 * gammaln(alpha / 2) + gammaln(n_i + alpha / 2) + gammaln(n_j + alpha / 2)
-        - gammaln(n_i + n_j + alpha)
-    )
+    return gammaln(n_i + n_j) - gammaln(n_i) - gammaln(n_j) + merged - own[first] - own[second] - np.log(alpha)
 
 
 def log_posterior(prior, alpha, cluster_stats):
