@@ -204,7 +204,8 @@ def run_parts(X, gene_modules, args):
     finally:
         recorder.uninstall_sampler()
     recorder.summarise_dpmm(cells)
-    cell_labels, K_c, _ = recorder.phase("labels and K from the cells trace", cdp._select_labels)(cells)
+    cell_labels, K_c, _ = recorder.phase("labels and K from the cells trace", cdp._select_labels)(
+        cells, sp.csr_matrix(X.T))
     K_r = int(gene_modules.max()) + 1
     smoothing = {"a_r": settings.a_r, "a_c": settings.a_c, "lam": settings.lam}
     counts = recorder.phase(f"token reassignment ({settings.n_reassign} sweeps, K={K_r} x {K_c})",

@@ -238,6 +238,16 @@ def test_batched_ratios_equal_the_single_ones(prior, monkeypatch):
     batched = sampler.merge_log_ratios(prior, 0.7, stacked, first, second)
     single = [merge_log_ratio(prior, 0.7, cluster_stats[a], cluster_stats[b]) for a, b in zip(first, second)]
     assert batched == pytest.approx(single)
+    # the merge's posterior odds: the difference of the log posterior between the two partitions
+    merged = []
+    for a, b in zip(first, second):
+        kept = [k for k in range(5) if k not in (a, b)]
+        partition = [cluster_stats[a] + cluster_stats[b]] + [cluster_stats[k] for k in kept]
+        merged.append(sampler.log_posterior(prior, 0.7, SufficientStats(
+            np.stack([c.n for c in partition]), np.stack([c.s1 for c in partition]),
+            np.stack([c.s2 for c in partition]) if gaussian else None)))
+    odds = sampler.merge_log_odds(prior, 0.7, stacked, first, second)
+    assert odds == pytest.approx(np.array(merged) - sampler.log_posterior(prior, 0.7, stacked), rel=1e-9, abs=1e-9)
     # Sub-clusters: the two halves of each cluster; one cluster with an empty half cannot split.
     halves = SufficientStats(np.stack([[c.n // 2, c.n - c.n // 2] for c in cluster_stats]),
                              np.stack([[X[r[:len(r) // 2]].sum(axis=0), X[r[len(r) // 2:]].sum(axis=0)]

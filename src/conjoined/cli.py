@@ -233,7 +233,7 @@ def _estimator_options(parser):
         "--holdout",
         "holdout",
         "share of the counts held out to test the biclusters (count splitting: no biclusters from the partitions' "
-        "noise, at a cost in power; 0.5 suits a check that anything stands out at all; for counts, not 0/1 data)",
+        "noise, at a cost in power; 0.3-0.5 suit a check that anything stands out at all; for counts, not 0/1 data)",
         "none",
         type=float,
         metavar="SHARE",

@@ -382,7 +382,8 @@ def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0)):
     Uses ``model.row_dpmm_.n_clusters_trace_`` and ``model.column_dpmm_.n_clusters_trace_``; a dashed line marks
     the chosen K, the posterior mode of ``row_k_posterior_`` / ``column_k_posterior_`` with its probability
     (``n_row_clusters_`` / ``n_column_clusters_`` for a model without them), and a dotted one
-    ``n_row_clusters_`` / ``n_column_clusters_`` where the refinement left another number of clusters.
+    ``n_row_clusters_`` / ``n_column_clusters_`` where the merges of the mixtures' clusters and the refinement left
+    another number of clusters.
 
     Parameters
     ----------
