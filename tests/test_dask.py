@@ -43,7 +43,8 @@ def assert_same_fit(a, b):
 
 
 @pytest.mark.parametrize("kind, prior", [("counts", None), ("gaussian", None),
-                                         ("gaussian", conjoined.NormalInverseWishart(psi="sample"))])
+                                         ("gaussian", conjoined.NormalInverseWishart(psi="sample")),
+                                         ("gaussian", conjoined.NormalGamma())])
 @pytest.mark.parametrize("n_workers", [1, 2])
 def test_same_labels_as_local_backend(clients, kind, prior, n_workers):
     X = DATA[kind]()

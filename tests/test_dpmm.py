@@ -568,16 +568,21 @@ def test_count_log_marginals_match_their_closed_form(prior):
 
 
 def count_state(prior_name, seed, n=90, K=4):
-    """(X, fitted count prior, local backend, state with sub-cluster statistics and reset flags) on a mixture."""
-    X, _ = multinomial_mixture(seed, n=n, K=3, d=12)
-    prior = {"multinomial": conjoined.Multinomial(0.5), "poisson": conjoined.PoissonGamma(1.0)}[prior_name]
-    prior = prior.fitted(X.astype(float))
-    backend = backends.LocalBackend(sp.csr_matrix(X), np.random.SeedSequence(seed).spawn(1))
+    """(X, fitted prior of the count kernels, local backend, state with sub-cluster statistics and reset flags)
+    on a mixture: of counts, or of Gaussians for the diagonal prior ("diagonal")."""
+    if prior_name == "diagonal":
+        X, _ = gaussian_mixture(seed, n=n, K=3, d=5)
+        prior = conjoined.NormalGamma(kappa=0.5).fitted(X)
+    else:
+        X, _ = multinomial_mixture(seed, n=n, K=3, d=12)
+        prior = {"multinomial": conjoined.Multinomial(0.5), "poisson": conjoined.PoissonGamma(1.0)}[prior_name]
+        prior = prior.fitted(X.astype(float))
+    backend = backends.LocalBackend(prior.kernel_data(X), np.random.SeedSequence(seed).spawn(1))
     state = sampler.init(backend, K, prior)
     return X, prior, backend, state._replace(random_sub=np.arange(state.age.shape[0]) % 2 == 0)
 
 
-@pytest.mark.parametrize("prior_name", ["multinomial", "poisson"])
+@pytest.mark.parametrize("prior_name", ["multinomial", "poisson", "diagonal"])
 @pytest.mark.parametrize("with_subclusters", [True, False])
 def test_count_parameter_kernel_draws_what_the_generic_path_draws(prior_name, with_subclusters):
     _, prior, _, state = count_state(prior_name, 0)
@@ -594,7 +599,7 @@ def test_count_parameter_kernel_draws_what_the_generic_path_draws(prior_name, wi
         assert random_sub.any() and not random_sub.all()
 
 
-@pytest.mark.parametrize("prior_name", ["multinomial", "poisson"])
+@pytest.mark.parametrize("prior_name", ["multinomial", "poisson", "diagonal"])
 def test_count_ratio_and_posterior_kernels_match_the_generic_formulas(prior_name):
     _, prior, _, state = count_state(prior_name, 1)
     stats = state.stats
@@ -605,7 +610,7 @@ def test_count_ratio_and_posterior_kernels_match_the_generic_formulas(prior_name
         sampler._log_posterior_numpy(prior, 0.7, whole), rel=1e-12)
 
 
-@pytest.mark.parametrize("prior_name", ["multinomial", "poisson"])
+@pytest.mark.parametrize("prior_name", ["multinomial", "poisson", "diagonal"])
 def test_count_split_merge_kernel_makes_the_generic_moves(prior_name):
     """The fused kernel of a split/merge proposal and the generic path, from the same state and seed, accept
     the same moves and leave the same labels and statistics, move after move."""
@@ -642,7 +647,7 @@ def test_kernel_permutation_draws_what_numpy_draws():
         np.testing.assert_array_equal(values, np.arange(n) * 7 + 5)  # a copy is shuffled
 
 
-@pytest.mark.parametrize("prior_name", ["multinomial", "poisson", "gaussian"])
+@pytest.mark.parametrize("prior_name", ["multinomial", "poisson", "diagonal", "gaussian"])
 def test_point_moves_kernels_make_the_generic_moves(prior_name):
     """The fused kernel of the single-point moves (for the Gaussian prior, Cholesky factors updated by rank one)
     and the generic path (log marginal differences), from the same state and draws, give the same labels and
@@ -655,7 +660,7 @@ def test_point_moves_kernels_make_the_generic_moves(prior_name):
     else:
         (_, prior, fast_backend, fast), (_, _, generic_backend, generic) = (count_state(prior_name, 4, K=6)
                                                                             for _ in range(2))
-        alpha, n_moves = 2.0, 20
+        alpha, n_moves = (30.0, 40) if prior_name == "diagonal" else (2.0, 20)
     opened = closed = 0
     for seed in range(30):
         fast, o, c = point_moves.point_moves(fast, fast_backend, prior, alpha, np.random.default_rng(seed), n_moves)
@@ -718,7 +723,8 @@ def test_count_split_merge_kernel_on_clusters_of_one_and_two_points():
 
 
 @parametrize_with_checks(
-    [conjoined.DPMM(n_iter=10, random_state=0)],
+    [conjoined.DPMM(n_iter=10, random_state=0),
+     conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=10, random_state=0)],
     # sparse input is read as counts (the count priors' data); sparse non-count data is refused with an error
     # naming the values, and dense data of any kind takes the Gaussian prior
     expected_failed_checks=lambda estimator: {
@@ -788,3 +794,72 @@ def test_overlapping_fits_under_numba_workqueue_threading_layer():
                             timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["workqueue"]
+
+
+def test_normal_gamma_marginal_is_a_product_of_one_dimensional_normal_inverse_wisharts():
+    # a Gamma(a, b) precision is a one-dimensional inverse Wishart(2a, 2b) variance
+    X = np.random.default_rng(0).normal(size=(7, 3)) * [1.0, 3.0, 0.2] + [5.0, -1.0, 0.0]
+    prior = conjoined.NormalGamma(kappa=0.3, mean=[4.0, 0.0, 1.0], shape=1.7, rate=0.4).fitted(X)
+    rows = prior.kernel_data(X).toarray()
+    z = rows[:, :3]
+    np.testing.assert_array_equal(rows[:, 3:], z * z)
+    for members in ([0], [1, 4], list(range(7))):
+        stats = SufficientStats(np.array([float(len(members))]), rows[members].sum(axis=0)[None])
+        expected = sum(
+            conjoined.NormalInverseWishart(kappa=0.3, mean=prior.mean[[f]], nu=3.4, psi=[[0.8 / prior.spread ** 2]])
+            .fitted(z[:, [f]]).log_marginal(SufficientStats(np.array([float(len(members))]),
+                                                            z[members][:, [f]].sum(axis=0)[None],
+                                                            (z[members][:, [f]].T @ z[members][:, [f]])[None]))[0]
+            for f in range(3))
+        assert prior.log_marginal(stats)[0] == pytest.approx(expected, rel=1e-12)
+    # the prior's mean and rate were given in X's units: z's are the standardised ones
+    np.testing.assert_allclose(prior.mean * prior.spread + prior.center, [4.0, 0.0, 1.0])
+    assert prior.rate == pytest.approx(0.4 / prior.spread ** 2)
+
+
+def test_normal_gamma_separates_clusters_in_a_hundred_dimensions():
+    # full covariances cost d(d+3)/2 parameters a cluster, which 200 points cannot pay for in 100 dimensions
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(3, 100))
+    z = np.repeat([0, 1, 2], 200)
+    X = centres[z] + rng.normal(size=(600, 100)) + 50.0
+    model = conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=40, random_state=0).fit(X)
+    assert model.n_clusters_ == 3 and normalized_mutual_info_score(z, model.labels_) == 1.0
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+    means, variances = model.cluster_params_["mean"], model.cluster_params_["variance"]
+    order = [np.bincount(model.labels_[z == k]).argmax() for k in range(3)]
+    np.testing.assert_allclose(means[order], centres + 50.0, atol=0.3)  # in X's units
+    np.testing.assert_allclose(variances[order].mean(axis=1), 1.0, atol=0.1)
+    full = conjoined.DPMM(n_iter=40, random_state=0).fit(X)
+    assert full.n_clusters_ < 3
+
+
+def test_normal_gamma_gives_the_same_chain_on_any_number_of_threads(monkeypatch):
+    # the data sit on a grid on which sums are exact, in whatever order threads add them
+    monkeypatch.setattr(backends, "PARALLEL_MIN_WORK", 0)
+    X, z = gaussian_mixture(3, n=600, K=5, d=6)
+    runs = [conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=30, random_state=2, n_jobs=j).fit(X * 1e-3 + 7.0)
+            for j in (1, 2)]
+    np.testing.assert_array_equal(runs[0].labels_trace_, runs[1].labels_trace_)
+    np.testing.assert_array_equal(runs[0].log_posterior_trace_, runs[1].log_posterior_trace_)
+    assert normalized_mutual_info_score(z, runs[0].labels_) == 1.0
+
+
+@pytest.mark.parametrize("X, prior, message", [
+    (sp.csr_matrix(np.eye(4)), conjoined.NormalGamma(), "NormalGamma prior needs dense data"),
+    (GAUSSIAN, conjoined.NormalGamma(kappa=0.0), "NormalGamma kappa"),
+    (GAUSSIAN, conjoined.NormalGamma(shape=-1.0), "NormalGamma shape"),
+    (GAUSSIAN, conjoined.NormalGamma(rate=np.inf), "NormalGamma rate"),
+    (GAUSSIAN, conjoined.NormalGamma(mean=[0.0, 1.0]), r"NormalGamma mean must have shape \(3,\)"),
+    (np.vstack([GAUSSIAN, [[1e200, 0.0, 0.0]]]), conjoined.NormalGamma(), "their variance overflows"),
+])
+def test_bad_normal_gamma_input_is_named(X, prior, message):
+    with pytest.raises(ValueError, match=message):
+        conjoined.DPMM(prior=prior, n_iter=2).fit(X)
+
+
+def test_normal_gamma_refuses_data_it_cannot_sum_exactly(monkeypatch):
+    # the grid's coarsest step is reached with n d beyond 2^40; the 30 x 3 points here reach a grid of 2^-20
+    monkeypatch.setattr(conjoined.NormalGamma, "COARSEST_GRID", 21)
+    with pytest.raises(ValueError, match=r"too many points \(30\) for the NormalGamma prior to sum exactly"):
+        conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=2).fit(GAUSSIAN)

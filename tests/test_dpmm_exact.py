@@ -28,6 +28,8 @@ def exact_posterior(X, prior, alpha):
     """Exact distribution of K and the co-assignment matrix by enumerating every partition."""
     n = X.shape[0]
     gaussian = isinstance(prior, conjoined.NormalInverseWishart)
+    if isinstance(prior, conjoined.NormalGamma):  # its statistics are sums of the rows (z, z^2)
+        X = prior.kernel_data(X).toarray()
     log_p, ks, coassign = [], [], []
     for partition in set_partitions(list(range(n))):
         lp = 0.0
@@ -65,6 +67,11 @@ CASES = {
     "gaussian": (
         np.array([[0.0], [0.3], [2.0], [2.4], [1.1]]),
         conjoined.NormalInverseWishart(kappa=0.5, mean=np.array([1.0]), nu=3.0, psi=np.array([[0.5]])),
+        1.0,
+    ),
+    "diagonal": (
+        np.array([[0.0, 1.0], [0.3, 1.2], [2.0, -0.5], [2.4, -0.2], [1.1, 0.4]]),
+        conjoined.NormalGamma(kappa=0.5, mean=np.array([1.0, 0.5]), shape=1.5, rate=0.3),
         1.0,
     ),
 }

@@ -21,6 +21,7 @@ _NAMES = {
     "DPMM": "dpmm",
     "HoldoutWarning": "cdp",
     "Multinomial": "dpmm",
+    "NormalGamma": "dpmm",
     "NormalInverseWishart": "dpmm",
     "PoissonGamma": "dpmm",
     "jaccard_score": "metrics",

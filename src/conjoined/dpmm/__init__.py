@@ -1,6 +1,6 @@
 """The Dirichlet-process mixture sampler: priors, the sub-cluster split/merge step, kernels and backends."""
 
 from .estimator import DPMM
-from .priors import Multinomial, NormalInverseWishart, PoissonGamma, SufficientStats
+from .priors import Multinomial, NormalGamma, NormalInverseWishart, PoissonGamma, SufficientStats
 
-__all__ = ["DPMM", "Multinomial", "NormalInverseWishart", "PoissonGamma", "SufficientStats"]
+__all__ = ["DPMM", "Multinomial", "NormalGamma", "NormalInverseWishart", "PoissonGamma", "SufficientStats"]

@@ -30,7 +30,7 @@ from . import kernels, sampler
 from .backends import LocalBackend, parallel_section
 from .checkpoint import Checkpointer, check_checkpoint_path, data_digest, prior_description
 from .point_moves import point_moves
-from .priors import CountPrior, NormalInverseWishart, default_prior
+from .priors import CountPrior, NormalGamma, NormalInverseWishart, default_prior
 from .sams import sams_move
 
 # Collapsed Gibbs updates of single random points per iteration after warm-up (``point_moves.py``).
@@ -128,10 +128,11 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     ----------
     alpha : float, default=1.0
         Concentration of the Dirichlet process (larger: more clusters).
-    prior : Multinomial, PoissonGamma, NormalInverseWishart or None, default=None
+    prior : Multinomial, PoissonGamma, NormalInverseWishart, NormalGamma or None, default=None
         Conjugate prior, which also fixes the likelihood. None picks ``Multinomial()`` for non-negative integer
         data (dense or sparse) and ``NormalInverseWishart()`` (data-based defaults) otherwise; for embeddings,
-        ``NormalInverseWishart(psi="sample")`` samples the clusters' common scale with the partition.
+        ``NormalInverseWishart(psi="sample")`` samples the clusters' common scale with the partition, and
+        ``NormalGamma()`` gives the clusters diagonal covariances, the choice beyond a few dozen dimensions.
     n_iter : int, default=100
         Sampler iterations.
     burn_out : int, default=15
@@ -187,7 +188,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     n_clusters_ : int, number of clusters at the last iteration.
     weights_ : (n_clusters_,) share of points in each cluster.
     cluster_params_ : dict of posterior-mean parameters per cluster: ``theta`` (K, d) for Multinomial, ``rate``
-        (K, d) for PoissonGamma, ``mean`` (K, d) and ``covariance`` (K, d, d) for NormalInverseWishart.
+        (K, d) for PoissonGamma, ``mean`` (K, d) and ``covariance`` (K, d, d) for NormalInverseWishart, ``mean``
+        (K, d) and ``variance`` (K, d) for NormalGamma (in X's units).
     labels_trace_ : (n_iter, n_samples) int32 or None, labels after each iteration.
     warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.
@@ -227,19 +229,15 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     def _validate_data_and_prior(self, X):
         raw = check_matrix(X, name="X")
         prior = default_prior(raw) if self.prior is None else self.prior
-        if not isinstance(prior, (CountPrior, NormalInverseWishart)):
+        if not isinstance(prior, (CountPrior, NormalInverseWishart, NormalGamma)):
             raise ValueError(
-                f"prior must be Multinomial, PoissonGamma, NormalInverseWishart or None, got {prior!r}"
+                f"prior must be Multinomial, PoissonGamma, NormalInverseWishart, NormalGamma or None, got {prior!r}"
             )
         if prior.kind == "counts" and sp.issparse(X):
             check_non_negative(X)  # as stored: a negative entry summed with a positive duplicate is not a count
         prior.check_data(raw)
         prior = prior.fitted(raw)
-        if prior.kind == "counts":
-            data = raw if sp.issparse(raw) else sp.csr_matrix(raw)
-        else:
-            data = raw
-        return data, prior
+        return prior.kernel_data(raw), prior
 
     def _translate_results(self, shift):
         """Move the results of a fit on data centred by ``-shift`` (Gaussian prior) back to the data's place."""
@@ -412,8 +410,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         log_w = np.log(self.weights_)
         # parallel kernels, whatever the size: under numba's workqueue layer they must take turns with any fit
         with numba_threads(resolve_n_jobs(self.n_jobs)), parallel_section(True):
-            if self.prior_.kind == "counts":
-                csr = raw if sp.issparse(raw) else sp.csr_matrix(raw)
+            if self.prior_.sparse_kernels:
+                csr = self.prior_.kernel_data(raw)
                 log_rate, offset = self._expected_params
                 scores = kernels.count_log_likelihoods(
                     csr.indptr.astype(np.int64), csr.indices.astype(np.int32), csr.data,

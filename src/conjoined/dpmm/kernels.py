@@ -370,14 +370,65 @@ def csr_take_rows(indptr, indices, data, rows):
 
 COUNT_MULTINOMIAL = 0
 COUNT_POISSON = 1
+# The diagonal Gaussian (``priors.NormalGamma``) through the same kernels: its points are rows (z, z^2), and its
+# statistics the points' count and sums of z and of z^2.
+DIAGONAL_NORMAL = 2
+
+
+@njit(cache=True, nogil=True)
+def _normal_gamma_posterior(hyper, n, sums, f):
+    """``(mu_n, b_n)`` of feature f of a cluster of n points under ``priors.NormalGamma``: sums (2D,) hold the
+    sums of z (0..D-1) and of z^2 (D..2D-1); hyper = (kappa, shape, rate, mean_0 .. mean_D-1, 2D), the kernels'
+    number of features last, as for the count priors."""
+    kappa, D = hyper[0], int(hyper[-1]) // 2
+    m = hyper[3 + f]
+    kappa_n = kappa + n
+    mu_n = (kappa * m + sums[f]) / kappa_n
+    return mu_n, hyper[2] + 0.5 * (sums[D + f] + kappa * m * m - kappa_n * mu_n * mu_n)
+
+
+@njit(cache=True, nogil=True)
+def _normal_gamma_log_predictive(hyper, n, sums, indptr, indices, data, i):
+    """log p(x_i | a cluster of n points with ``sums``) under ``priors.NormalGamma``: a product of Student t
+    densities. Row i holds z_f at column f and z_f^2 at D + f, sorted; zeros may be left out."""
+    D = int(hyper[-1]) // 2
+    a_n = hyper[1] + 0.5 * n
+    kappa_n = hyper[0] + n
+    acc = D * (math.lgamma(a_n + 0.5) - math.lgamma(a_n))
+    p, end = indptr[i], indptr[i + 1]
+    for f in range(D):
+        x = 0.0
+        if p < end and indices[p] == f:
+            x = data[p]
+            p += 1
+        mu_n, b_n = _normal_gamma_posterior(hyper, n, sums, f)
+        spread = 2.0 * b_n * (kappa_n + 1.0) / kappa_n  # the t's degrees of freedom times its squared scale
+        acc -= 0.5 * math.log(math.pi * spread) + (a_n + 0.5) * math.log1p((x - mu_n) * (x - mu_n) / spread)
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def _normal_gamma_log_marginal(hyper, n, sums):
+    """log m of a cluster under ``priors.NormalGamma``: sum_f [lgamma(a_n) - lgamma(a) + a log b - a_n log b_n_f
+    + log(kappa / kappa_n) / 2] - n D log(2 pi) / 2, a_n = a + n / 2, kappa_n = kappa + n."""
+    kappa, a, b, D = hyper[0], hyper[1], hyper[2], int(hyper[-1]) // 2
+    a_n = a + 0.5 * n
+    acc = D * (math.lgamma(a_n) - math.lgamma(a) + a * math.log(b) + 0.5 * math.log(kappa / (kappa + n))
+               - 0.5 * n * math.log(2.0 * math.pi))
+    for f in range(D):
+        acc -= a_n * math.log(_normal_gamma_posterior(hyper, n, sums, f)[1])
+    return acc
 
 
 @njit(cache=True, nogil=True)
 def _count_log_predictive(kind, hyper, n, total, sums, indptr, indices, data, i):
     """log p(x_i | points with count n, summed vector ``sums`` and grand total ``total``) under a count prior.
 
-    kind 0 (Multinomial): hyper = (beta, d); kind 1 (PoissonGamma): hyper = (shape, rate, d).
+    kind 0 (Multinomial): hyper = (beta, d); kind 1 (PoissonGamma): hyper = (shape, rate, d); kind 2
+    (``DIAGONAL_NORMAL``): ``_normal_gamma_log_predictive``, which needs no total.
     """
+    if kind == DIAGONAL_NORMAL:
+        return _normal_gamma_log_predictive(hyper, n, sums, indptr, indices, data, i)
     x_total = 0.0
     acc = 0.0
     # lgamma(a + x) - lgamma(a) for a small whole x is a product of x factors; the products of successive
@@ -406,6 +457,8 @@ def _count_log_predictive(kind, hyper, n, total, sums, indptr, indices, data, i)
 @njit(cache=True, nogil=True)
 def _count_log_marginal(kind, hyper, n, sums):
     """Log marginal likelihood of one cluster of ``n`` points summing to ``sums`` (d,) (``count_log_marginals``)."""
+    if kind == DIAGONAL_NORMAL:
+        return _normal_gamma_log_marginal(hyper, n, sums)
     d = sums.shape[0]
     a = hyper[0]
     lgamma_a = math.lgamma(a)
@@ -430,7 +483,8 @@ def count_log_marginals(kind, hyper, n, sums):
     Multinomial: lgamma(d beta) - lgamma(d beta + S) + sum_f [lgamma(beta + S_f) - lgamma(beta)];
     PoissonGamma: sum_f [a log b - lgamma(a) + lgamma(a + S_f) - (a + S_f) log(b + n)]
     = d a log(b / (b + n)) - S log(b + n) + sum_f [lgamma(a + S_f) - lgamma(a)], with S = sum_f S_f. Features with
-    S_f = 0 add nothing to the last sum, which is taken over the others only.
+    S_f = 0 add nothing to the last sum, which is taken over the others only. NormalGamma:
+    ``_normal_gamma_log_marginal``.
     """
     out = np.empty(sums.shape[0])
     for b in range(sums.shape[0]):
@@ -728,8 +782,27 @@ def gaussian_point_moves_at(X, labels, order, u, kappa, mean, nu, chol_psi, alph
 def _sample_count_params(rng, kind, hyper, n, sums, log_rate, offset):
     """Draw the parameters of B clusters with ``n`` (B,) points summing to ``sums`` (B, d) from the count prior's
     posterior into ``log_rate`` (B, d) and ``offset`` (B,) (``priors.Multinomial.sample``,
-    ``priors.PoissonGamma.sample``)."""
+    ``priors.PoissonGamma.sample``, ``priors.NormalGamma.sample``)."""
     B, d = sums.shape
+    if kind == DIAGONAL_NORMAL:
+        # numpy's order: every precision's Gamma draw, then every mean's normal draw
+        D = d // 2
+        for b in range(B):
+            a_n = hyper[1] + 0.5 * n[b]
+            for f in range(D):
+                log_rate[b, D + f] = rng.standard_gamma(a_n)
+        for b in range(B):
+            kappa_n = hyper[0] + n[b]
+            acc = -0.5 * D * math.log(2.0 * math.pi)
+            for f in range(D):
+                mu_n, b_n = _normal_gamma_posterior(hyper, n[b], sums[b], f)
+                tau = log_rate[b, D + f] / b_n
+                mu = mu_n + rng.standard_normal() / math.sqrt(kappa_n * tau)
+                log_rate[b, f] = mu * tau
+                log_rate[b, D + f] = -0.5 * tau
+                acc += 0.5 * math.log(tau) - 0.5 * tau * mu * mu
+            offset[b] = acc
+        return
     if kind == COUNT_MULTINOMIAL:
         concentration = np.empty(d)
         for b in range(B):

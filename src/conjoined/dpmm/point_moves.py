@@ -88,7 +88,7 @@ def point_moves(state, backend, prior, alpha, rng, n_moves):
     """
     index, order, u = _draw_points(backend.n_points, n_moves, rng)
     K = state.age.shape[0]
-    if prior.kind == "counts":
+    if prior.sparse_kernels:
         points = backend.held_points()
         labels, mapping, counts, sums, n_clusters = kernels.count_point_moves_at(
             points.indptr, points.indices, points.data, backend.all_labels(), index, order, u,

@@ -82,12 +82,30 @@ def sample_log_dirichlet(rng, concentration):
 COUNT_GRID = 1024
 
 
-class CountPrior:
+class SparseKernelPrior:
+    """Shared behaviour of the priors the sampler runs through the kernels on CSR rows (``kernels.count_*``):
+    each point scores ``x . log_rate + offset`` under a cluster's parameters, the statistics are the points' count
+    and sum, and sums are exact in any order (threads, workers), which the data's grid ensures."""
+
+    sparse_kernels = True
+    sampled_scale = False  # the hyper-parameters are fixed
+
+    def log_marginal(self, stats):
+        """Log marginal likelihood of each cluster of the batch (the formula in each prior's class docstring), in
+        ``kernels.count_log_marginals``."""
+        s1 = np.asarray(stats.s1)
+        batch, d = s1.shape[:-1], s1.shape[-1]
+        # C-contiguous and writable float64 arrays: one compiled signature of the kernel
+        n = np.require(np.reshape(stats.n, -1), np.float64, ["C", "W"])
+        flat = np.require(s1.reshape(-1, d), np.float64, ["C", "W"])
+        return kernels.count_log_marginals(*self.kernel_args(d), n, flat).reshape(batch)
+
+
+class CountPrior(SparseKernelPrior):
     """Shared behaviour of the priors for count data (sparse-friendly): non-negative integers, or fractional
     counts that are multiples of 1/1024 (``COUNT_GRID``), whose formulas are the same with lgamma of reals."""
 
     kind = "counts"
-    sampled_scale = False  # a count prior's hyper-parameters are fixed
 
     def check_data(self, X):
         check_non_negative(X)
@@ -105,15 +123,9 @@ class CountPrior:
             raise ValueError(f"X is all zeros: the {type(self).__name__} prior has no counts to cluster by")
         return self
 
-    def log_marginal(self, stats):
-        """Log marginal likelihood of each cluster of the batch (the formula in each prior's class docstring), in
-        ``kernels.count_log_marginals``."""
-        s1 = np.asarray(stats.s1)
-        batch, d = s1.shape[:-1], s1.shape[-1]
-        # C-contiguous and writable float64 arrays: one compiled signature of the kernel
-        n = np.require(np.reshape(stats.n, -1), np.float64, ["C", "W"])
-        flat = np.require(s1.reshape(-1, d), np.float64, ["C", "W"])
-        return kernels.count_log_marginals(*self.kernel_args(d), n, flat).reshape(batch)
+    def kernel_data(self, X):
+        """X (n, d) as the kernels take it: CSR counts."""
+        return X if sp.issparse(X) else sp.csr_matrix(X)
 
 
 class Multinomial(CountPrior):
@@ -242,6 +254,7 @@ class NormalInverseWishart:
     """
 
     kind = "gaussian"
+    sparse_kernels = False
     # The sampled scale's floor, relative to the default scale it starts from (class docstring).
     SCALE_FLOOR = 1e-3
 
@@ -310,6 +323,10 @@ class NormalInverseWishart:
             # A fitted sampled prior (a model's prior_) goes on from its current scale and keeps its floor.
             fitted.scale_floor = vars(self).get("scale_floor", self.SCALE_FLOOR * float(psi[0, 0]))
         return fitted
+
+    def kernel_data(self, X):
+        """X (n, d) as the kernels take it: dense, as given."""
+        return X
 
     def with_scale(self, scale):
         """A copy of a fitted prior whose scale is sampled, with ``psi = scale * I``."""
@@ -411,18 +428,154 @@ class NormalInverseWishart:
         return params["mean"], chol_prec, np.log(np.diagonal(chol_prec, axis1=-2, axis2=-1)).sum(axis=-1)
 
 
-def _real_array(value, name, shape):
-    """``value`` as a finite float64 array of ``shape``; ValueError naming the NormalInverseWishart ``name``."""
+class NormalGamma(SparseKernelPrior):
+    """Gaussian likelihood with a diagonal covariance, Normal-Gamma prior on each feature of each cluster.
+
+    Features are independent given the cluster: tau_f ~ Gamma(shape, rate) (a precision), mu_f | tau_f ~
+    N(mean_f, 1 / (kappa tau_f)). A cluster has 2d parameters where ``NormalInverseWishart`` has d(d+3)/2: the
+    choice for embeddings of a hundred dimensions and more (sentence embeddings: 384), where full covariances cost
+    d^2 a point and the points cannot pay for their parameters (the mixture merges clusters).
+
+    Data-based defaults (``None``), as ``NormalInverseWishart``'s: ``mean`` = the data mean, ``shape`` = 2 and
+    ``rate`` = 0.1 v, v the data's mean per-feature variance (1 if that is 0): a prior expected variance
+    (rate / (shape - 1)) of a tenth of the data's spread in every feature, weak (shape 2: a few points override
+    it); ``kappa`` = 0.01.
+
+    log m(X_k) = sum_f [lgamma(a_n) - lgamma(a) + a log b - a_n log b_nf + log(kappa / kappa_n) / 2]
+    - n d log(2 pi) / 2, with kappa_n = kappa + n, a_n = a + n / 2, mu_nf = (kappa m_f + S_f) / kappa_n and
+    b_nf = b + (Q_f + kappa m_f^2 - kappa_n mu_nf^2) / 2 for n points summing to S_f, their squares to Q_f.
+
+    A point's log density under a cluster's (mu, tau) is linear in (x, x^2): sum_f [x_f mu_f tau_f - x_f^2 tau_f
+    / 2] + offset. So the sampler runs this prior through the count kernels, on rows (z, z^2) of CSR data
+    (``kernel_data``), where z is X centred at its mean and divided by one number, the root mean per-feature
+    variance (the model is the same, its prior moved and scaled alike), then rounded to a multiple of 2^-g, g up
+    to 20 (``grid``): sums of such values are exact in any order, so the same seed gives the same result for any
+    number of threads or workers. g is the largest that keeps every feature's sum of z^2 below 2^(52 - 2g)
+    (20 for up to a few hundred thousand points); the rounding moves a point by 2^-g of the data's spread at most.
+    Parameters and statistics (``cluster_params_`` of a DPMM aside, which are in X's units) are in z's units.
+    """
+
+    kind = "diagonal"
+    FINEST_GRID = 20
+    # Below this grid (a point moved by 1/64 of the data's spread) the data are refused: too many points to sum
+    # exactly (n d beyond 2^40).
+    COARSEST_GRID = 6
+
+    def __init__(self, kappa=0.01, mean=None, shape=None, rate=None):
+        self.kappa = kappa
+        self.mean = mean
+        self.shape = shape
+        self.rate = rate
+
+    def __repr__(self):
+        return f"NormalGamma(kappa={self.kappa!r}, shape={self.shape!r}, rate={self.rate!r})"
+
+    def check_data(self, X):
+        if sp.issparse(X):
+            raise ValueError("NormalGamma prior needs dense data; got a sparse matrix")
+
+    def fitted(self, X):
+        """A copy with the data-based defaults, the centring, scale and grid filled in (class docstring);
+        ValueError naming any invalid hyper-parameter."""
+        kappa = check_positive(self.kappa, "NormalGamma kappa")
+        n, d = X.shape
+        fitted = vars(self).get("center") is not None
+        if fitted:  # a fitted prior (a model's prior_) keeps its coordinates
+            center, spread, grid = self.center, self.spread, self.grid
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                center = X.mean(axis=0) if n else np.zeros(d)
+                variance = float(X.var(axis=0).mean()) if n > 1 else 0.0
+            if not np.isfinite(variance):
+                raise ValueError("X's values are too large for the NormalGamma prior: their variance overflows; "
+                                 "rescale X, e.g. standardise its columns")
+            spread = np.sqrt(variance) if variance > 0 else 1.0
+            # each column's sum of squares is n times its share of the mean variance: at most n d
+            largest = float((((X - center) / spread) ** 2).sum(axis=0).max()) if n else 0.0
+            grid = min(self.FINEST_GRID, int(np.floor((52.0 - np.log2(max(largest, 1.0))) / 2.0)))
+            if grid < self.COARSEST_GRID:
+                raise ValueError(
+                    f"X has too many points ({n}) for the NormalGamma prior to sum exactly (the sum of squares of "
+                    f"a standardised column reaches {largest:.3g}); fit a sample of the points")
+        if self.mean is None:
+            mean = np.zeros(d) if not fitted else self.mean
+        elif fitted:
+            mean = _real_array(self.mean, "mean", (d,), "NormalGamma")
+        else:
+            mean = (_real_array(self.mean, "mean", (d,), "NormalGamma") - center) / spread
+        shape = 2.0 if self.shape is None else check_positive(self.shape, "NormalGamma shape")
+        rate = 0.1 if self.rate is None else check_positive(self.rate, "NormalGamma rate") / (
+            1.0 if fitted else spread ** 2)
+        if not np.isfinite((kappa + n) * (shape + n)):
+            raise ValueError(f"NormalGamma kappa={kappa!r} or shape={shape!r} is too large: they overflow with "
+                             f"n = {n} points")
+        copy = NormalGamma(kappa=kappa, mean=mean, shape=shape, rate=rate)
+        copy.center, copy.spread, copy.grid = center, spread, grid
+        return copy
+
+    def kernel_data(self, X):
+        """X (n, d) as the kernels take it, for a fitted prior: CSR rows (z, z^2), z on the grid (class
+        docstring), every entry stored (zeros too), indices sorted."""
+        n, d = X.shape
+        step = 2.0 ** self.grid
+        z = np.round((np.asarray(X, dtype=np.float64) - self.center) / self.spread * step) / step
+        values = np.concatenate([z, z * z], axis=1)
+        return sp.csr_matrix((values.ravel(), np.tile(np.arange(2 * d, dtype=np.int32), n),
+                              np.arange(0, 2 * d * n + 1, 2 * d, dtype=np.int64)), shape=(n, 2 * d))
+
+    def kernel_args(self, d):
+        """``(kind, hyper)`` for the kernels; ``d`` is the kernels' number of features, 2 per feature of X."""
+        return 2, np.concatenate([[float(self.kappa), float(self.shape), float(self.rate)],
+                                  np.asarray(self.mean, dtype=np.float64), [d]])
+
+    def posterior(self, stats):
+        """``(kappa_n (*B,), mu_n (*B, D), a_n (*B,), b_n (*B, D))`` from statistics of the rows (z, z^2)."""
+        s1 = np.asarray(stats.s1, dtype=np.float64)
+        D = s1.shape[-1] // 2
+        n = np.asarray(stats.n, dtype=np.float64)
+        kappa_n = self.kappa + n
+        mu_n = (self.kappa * self.mean + s1[..., :D]) / kappa_n[..., None]
+        b_n = self.rate + 0.5 * (s1[..., D:] + self.kappa * self.mean ** 2 - kappa_n[..., None] * mu_n ** 2)
+        return kappa_n, mu_n, self.shape + 0.5 * n, b_n
+
+    def sample(self, posterior, rng):
+        """Returns ``(log_rate (*B, 2D), offset (*B,))``: (mu tau, -tau / 2) and sum_f [log(tau_f) - tau_f
+        mu_f^2] / 2 - D log(2 pi) / 2, for tau ~ Gamma(a_n, b_n), mu ~ N(mu_n, 1 / (kappa_n tau))."""
+        kappa_n, mu_n, a_n, b_n = posterior
+        tau = rng.standard_gamma(np.broadcast_to(a_n[..., None], b_n.shape)) / b_n
+        mu = mu_n + rng.standard_normal(b_n.shape) / np.sqrt(kappa_n[..., None] * tau)
+        return self._natural(mu, tau)
+
+    @staticmethod
+    def _natural(mu, tau):
+        """The kernels' ``(log_rate, offset)`` of Gaussians with means ``mu`` and precisions ``tau`` (*B, D)."""
+        offset = 0.5 * (np.log(tau) - tau * mu ** 2).sum(axis=-1) - 0.5 * mu.shape[-1] * np.log(2.0 * np.pi)
+        return np.concatenate([mu * tau, -0.5 * tau], axis=-1), offset
+
+    def posterior_mean(self, stats):
+        """``{"mean": (*B, D), "variance": (*B, D)}`` in X's units: each cluster's posterior mean of mu and of the
+        variances 1 / tau (b_n / (a_n - 1), or b_n / a_n where a_n <= 1)."""
+        _, mu_n, a_n, b_n = self.posterior(stats)
+        denom = np.where(a_n > 1.0, a_n - 1.0, a_n)[..., None]
+        return {"mean": mu_n * self.spread + self.center, "variance": b_n / denom * self.spread ** 2}
+
+    def expected_params(self, stats):
+        _, mu_n, a_n, b_n = self.posterior(stats)
+        return self._natural(mu_n, a_n[..., None] / b_n)
+
+
+def _real_array(value, name, shape, prior="NormalInverseWishart"):
+    """``value`` as a finite float64 array of ``shape``; ValueError naming the ``prior``'s ``name``."""
     try:
         array = np.asarray(value)
     except ValueError as error:  # ragged nested sequences
-        raise ValueError(f"NormalInverseWishart {name} must be an array of shape {shape}: {error}") from None
+        raise ValueError(f"{prior} {name} must be an array of shape {shape}: {error}") from None
     if array.dtype.kind not in "iuf":
-        raise ValueError(f"NormalInverseWishart {name} must hold real numbers, got dtype {array.dtype}")
+        raise ValueError(f"{prior} {name} must hold real numbers, got dtype {array.dtype}")
     if array.shape != shape:
-        raise ValueError(f"NormalInverseWishart {name} must have shape {shape}, got {array.shape}")
+        raise ValueError(f"{prior} {name} must have shape {shape}, got {array.shape}")
     if not np.all(np.isfinite(array)):
-        raise ValueError(f"NormalInverseWishart {name} must be finite; it holds NaN or inf")
+        raise ValueError(f"{prior} {name} must be finite; it holds NaN or inf")
     return array.astype(np.float64)
 
 

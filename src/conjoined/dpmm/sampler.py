@@ -77,7 +77,7 @@ def split_log_ratio(prior, alpha, sub_stats):
 def split_log_ratios(prior, alpha, sub_stats):
     """``split_log_ratio`` of each of a batch of clusters: ``sub_stats`` batch shape (B, 2); returns (B,)
     (-inf where a sub-cluster is empty)."""
-    if prior.kind == "counts":
+    if prior.sparse_kernels:
         return kernels.count_split_log_ratios(*prior.kernel_args(sub_stats.s1.shape[-1]), float(alpha),
                                               *sub_stats.kernel_arrays())
     return _split_log_ratios_numpy(prior, alpha, sub_stats)
@@ -151,7 +151,7 @@ def merge_log_odds(prior, alpha, cluster_stats, first, second):
 
 def log_posterior(prior, alpha, cluster_stats):
     """Log joint of the partition and data: lgamma(alpha) - lgamma(N+alpha) + sum_k [log alpha + lgamma(N_k) + log m(X_k)]."""
-    if prior.kind == "counts":
+    if prior.sparse_kernels:
         return kernels.count_log_posterior(*prior.kernel_args(cluster_stats.s1.shape[-1]), float(alpha),
                                            *cluster_stats.kernel_arrays())
     return _log_posterior_numpy(prior, alpha, cluster_stats)
@@ -193,7 +193,7 @@ def sample_kernel_params(state, prior, alpha, rng, with_subclusters=True):
     Without sub-clusters (no sub-cluster moves to feed) their parameters have no features, which tells the pass to
     skip sub-labels (all 0).
     """
-    if prior.kind == "counts":
+    if prior.sparse_kernels:
         log_rate, offset, log_w, sub_log_rate, sub_offset, sub_log_w, random_sub = kernels.count_kernel_params(
             rng, *prior.kernel_args(state.stats.s1.shape[-1]), float(alpha), *state.stats.kernel_arrays(),
             state.random_sub, with_subclusters,

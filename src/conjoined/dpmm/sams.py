@@ -69,7 +69,7 @@ def sams_move(state, backend, prior, alpha, rng):
     For count priors the proposal is one kernel call (``kernels.count_sams_move``) on the backend's copy of the
     points, with the same draws as the generic path.
     """
-    if prior.kind != "counts":
+    if not prior.sparse_kernels:
         return _sams_move_numpy(state, backend, prior, alpha, rng)
     points = backend.held_points()
     outcome, first, second, moved, halves_n, halves_sums = kernels.count_sams_move(
