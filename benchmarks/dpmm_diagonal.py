@@ -8,7 +8,7 @@ of 64 pixels, 10 digits, many pixels constant or nearly so). The full-covariance
 dimensions (d^2 work a point and cluster: minutes an iteration). Prints, for each method and seed, the number
 of clusters of the last labels and their NMI against the truth, and the mean fit time.
 
-    python benchmarks/dpmm_diagonal.py [--iterations 100] [--seeds 2]        # about 3 minutes on 2 cores
+    python benchmarks/dpmm_diagonal.py [--iterations 100] [--seeds 2]        # about 40 s on 2 cores
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.special import gammaln
-from sklearn.metrics import normalized_mutual_info_score
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency, parametrize_with_checks
 
 import conjoined
@@ -806,15 +806,16 @@ def test_normal_gamma_marginal_is_a_product_of_one_dimensional_normal_inverse_wi
     for members in ([0], [1, 4], list(range(7))):
         stats = SufficientStats(np.array([float(len(members))]), rows[members].sum(axis=0)[None])
         expected = sum(
-            conjoined.NormalInverseWishart(kappa=0.3, mean=prior.mean[[f]], nu=3.4, psi=[[0.8 / prior.spread ** 2]])
+            conjoined.NormalInverseWishart(kappa=0.3, mean=prior.mean[[f]], nu=3.4, psi=[[2 * prior.rate[f]]])
             .fitted(z[:, [f]]).log_marginal(SufficientStats(np.array([float(len(members))]),
                                                             z[members][:, [f]].sum(axis=0)[None],
                                                             (z[members][:, [f]].T @ z[members][:, [f]])[None]))[0]
             for f in range(3))
         assert prior.log_marginal(stats)[0] == pytest.approx(expected, rel=1e-12)
-    # the prior's mean and rate were given in X's units: z's are the standardised ones
+    # the prior's mean and rate were given in X's units; z's are each feature's standardised ones
+    np.testing.assert_allclose(prior.spread, X.std(axis=0))
     np.testing.assert_allclose(prior.mean * prior.spread + prior.center, [4.0, 0.0, 1.0])
-    assert prior.rate == pytest.approx(0.4 / prior.spread ** 2)
+    np.testing.assert_allclose(prior.rate, 0.4 / prior.spread ** 2)
 
 
 def test_normal_gamma_separates_clusters_in_a_hundred_dimensions():
@@ -851,15 +852,52 @@ def test_normal_gamma_gives_the_same_chain_on_any_number_of_threads(monkeypatch)
     (GAUSSIAN, conjoined.NormalGamma(shape=-1.0), "NormalGamma shape"),
     (GAUSSIAN, conjoined.NormalGamma(rate=np.inf), "NormalGamma rate"),
     (GAUSSIAN, conjoined.NormalGamma(mean=[0.0, 1.0]), r"NormalGamma mean must have shape \(3,\)"),
-    (np.vstack([GAUSSIAN, [[1e200, 0.0, 0.0]]]), conjoined.NormalGamma(), "their variance overflows"),
+    (np.vstack([GAUSSIAN, [[1e200, 0.0, 0.0]]]), conjoined.NormalGamma(), "leaves the float range"),
 ])
 def test_bad_normal_gamma_input_is_named(X, prior, message):
     with pytest.raises(ValueError, match=message):
         conjoined.DPMM(prior=prior, n_iter=2).fit(X)
 
 
+def test_normal_gamma_keeps_features_of_any_scale():
+    # each feature is standardised before the grid: a noise feature of spread 1e7 does not round the others away.
+    # The default rate is one for every feature (a tenth of the mean variance, which that feature dominates);
+    # a rate per feature suits features of unlike units.
+    X, z = gaussian_mixture(0, n=300, K=3, d=2)
+    X = np.column_stack([np.random.default_rng(1).normal(scale=1e7, size=300), X])
+    model = conjoined.DPMM(prior=conjoined.NormalGamma(rate=0.1 * X.var(axis=0)), n_iter=40, random_state=0).fit(X)
+    assert adjusted_rand_score(z, model.labels_) == 1.0
+    assert conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=40, random_state=0).fit(X).n_clusters_ == 1
+
+
+def test_normal_gamma_with_a_tiny_shape_draws_finite_scores():
+    # an empty sub-cluster's precision, Gamma(1e-3), underflows to 0: drawn by its log, the scores stay finite
+    X, z = gaussian_mixture(0, n=300, K=3, d=3)
+    model = conjoined.DPMM(prior=conjoined.NormalGamma(shape=1e-3), n_iter=30, random_state=0).fit(X)
+    assert np.isfinite(model.log_posterior_trace_).all()
+    log_rate, offset = model.prior_.sample(model.prior_.posterior(SufficientStats(np.zeros(4), np.zeros((4, 6)))),
+                                           np.random.default_rng(0))
+    assert np.isfinite(log_rate).all() and np.isfinite(offset).all()
+
+
+def test_a_fitted_normal_gamma_prior_keeps_its_coordinates_and_takes_a_grid_for_new_data():
+    small, _ = gaussian_mixture(0, n=60, K=3, d=3)
+    prior = conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=3, random_state=0).fit(small).prior_
+    assert prior.grid == 20
+    large = np.tile(small, (100, 1)) + 5.0
+    again = prior.fitted(large)
+    np.testing.assert_array_equal(again.center, prior.center)
+    np.testing.assert_array_equal(again.rate, prior.rate)
+    assert again.grid < 20
+    squares = again.kernel_data(large).toarray()[:, 3:]
+    assert squares.sum(axis=0).max() * 4.0 ** again.grid < 2.0 ** 53
+    with pytest.raises(ValueError, match="values too far from the NormalGamma prior's fitted data"):
+        conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=3, random_state=0).fit(small).predict(
+            np.full((1, 3), 1e200))
+
+
 def test_normal_gamma_refuses_data_it_cannot_sum_exactly(monkeypatch):
     # the grid's coarsest step is reached with n d beyond 2^40; the 30 x 3 points here reach a grid of 2^-20
     monkeypatch.setattr(conjoined.NormalGamma, "COARSEST_GRID", 21)
-    with pytest.raises(ValueError, match=r"too many points \(30\) for the NormalGamma prior to sum exactly"):
+    with pytest.raises(ValueError, match=r"too many points \(30\), or values too far from the fitted ones"):
         conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=2).fit(GAUSSIAN)

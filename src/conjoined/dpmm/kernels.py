@@ -378,13 +378,13 @@ DIAGONAL_NORMAL = 2
 @njit(cache=True, nogil=True)
 def _normal_gamma_posterior(hyper, n, sums, f):
     """``(mu_n, b_n)`` of feature f of a cluster of n points under ``priors.NormalGamma``: sums (2D,) hold the
-    sums of z (0..D-1) and of z^2 (D..2D-1); hyper = (kappa, shape, rate, mean_0 .. mean_D-1, 2D), the kernels'
-    number of features last, as for the count priors."""
+    sums of z (0..D-1) and of z^2 (D..2D-1); hyper = (kappa, shape, rate_0 .. rate_D-1, mean_0 .. mean_D-1, 2D),
+    the kernels' number of features last, as for the count priors."""
     kappa, D = hyper[0], int(hyper[-1]) // 2
-    m = hyper[3 + f]
+    m = hyper[2 + D + f]
     kappa_n = kappa + n
     mu_n = (kappa * m + sums[f]) / kappa_n
-    return mu_n, hyper[2] + 0.5 * (sums[D + f] + kappa * m * m - kappa_n * mu_n * mu_n)
+    return mu_n, hyper[2 + f] + 0.5 * (sums[D + f] + kappa * m * m - kappa_n * mu_n * mu_n)
 
 
 @njit(cache=True, nogil=True)
@@ -409,14 +409,14 @@ def _normal_gamma_log_predictive(hyper, n, sums, indptr, indices, data, i):
 
 @njit(cache=True, nogil=True)
 def _normal_gamma_log_marginal(hyper, n, sums):
-    """log m of a cluster under ``priors.NormalGamma``: sum_f [lgamma(a_n) - lgamma(a) + a log b - a_n log b_n_f
+    """log m of a cluster under ``priors.NormalGamma``: sum_f [lgamma(a_n) - lgamma(a) + a log b_f - a_n log b_nf
     + log(kappa / kappa_n) / 2] - n D log(2 pi) / 2, a_n = a + n / 2, kappa_n = kappa + n."""
-    kappa, a, b, D = hyper[0], hyper[1], hyper[2], int(hyper[-1]) // 2
+    kappa, a, D = hyper[0], hyper[1], int(hyper[-1]) // 2
     a_n = a + 0.5 * n
-    acc = D * (math.lgamma(a_n) - math.lgamma(a) + a * math.log(b) + 0.5 * math.log(kappa / (kappa + n))
+    acc = D * (math.lgamma(a_n) - math.lgamma(a) + 0.5 * math.log(kappa / (kappa + n))
                - 0.5 * n * math.log(2.0 * math.pi))
     for f in range(D):
-        acc -= a_n * math.log(_normal_gamma_posterior(hyper, n, sums, f)[1])
+        acc += a * math.log(hyper[2 + f]) - a_n * math.log(_normal_gamma_posterior(hyper, n, sums, f)[1])
     return acc
 
 
@@ -785,22 +785,29 @@ def _sample_count_params(rng, kind, hyper, n, sums, log_rate, offset):
     ``priors.PoissonGamma.sample``, ``priors.NormalGamma.sample``)."""
     B, d = sums.shape
     if kind == DIAGONAL_NORMAL:
-        # numpy's order: every precision's Gamma draw, then every mean's normal draw
+        # numpy's order: every Gamma draw, every uniform, every normal. The precisions are drawn by their logs
+        # (``sample_log_dirichlet``'s identity), and a precision that underflows to 0 (a tiny shape) still gives
+        # finite scores: tau mu = mu_n tau + e sqrt(tau), tau mu^2 = (mu_n sqrt(tau) + e)^2, e ~ N(0, 1 / kappa_n).
         D = d // 2
         for b in range(B):
             a_n = hyper[1] + 0.5 * n[b]
             for f in range(D):
-                log_rate[b, D + f] = rng.standard_gamma(a_n)
+                log_rate[b, D + f] = math.log(rng.standard_gamma(a_n + 1.0))
+        for b in range(B):
+            a_n = hyper[1] + 0.5 * n[b]
+            for f in range(D):
+                log_rate[b, D + f] += math.log(rng.random()) / a_n
         for b in range(B):
             kappa_n = hyper[0] + n[b]
             acc = -0.5 * D * math.log(2.0 * math.pi)
             for f in range(D):
                 mu_n, b_n = _normal_gamma_posterior(hyper, n[b], sums[b], f)
-                tau = log_rate[b, D + f] / b_n
-                mu = mu_n + rng.standard_normal() / math.sqrt(kappa_n * tau)
-                log_rate[b, f] = mu * tau
-                log_rate[b, D + f] = -0.5 * tau
-                acc += 0.5 * math.log(tau) - 0.5 * tau * mu * mu
+                log_tau = log_rate[b, D + f] - math.log(b_n)
+                root = math.exp(0.5 * log_tau)
+                e = rng.standard_normal() / math.sqrt(kappa_n)
+                log_rate[b, f] = mu_n * root * root + e * root
+                log_rate[b, D + f] = -0.5 * root * root
+                acc += 0.5 * log_tau - 0.5 * (mu_n * root + e) * (mu_n * root + e)
             offset[b] = acc
         return
     if kind == COUNT_MULTINOMIAL:

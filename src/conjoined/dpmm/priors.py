@@ -431,34 +431,36 @@ class NormalInverseWishart:
 class NormalGamma(SparseKernelPrior):
     """Gaussian likelihood with a diagonal covariance, Normal-Gamma prior on each feature of each cluster.
 
-    Features are independent given the cluster: tau_f ~ Gamma(shape, rate) (a precision), mu_f | tau_f ~
+    Features are independent given the cluster: tau_f ~ Gamma(shape, rate_f) (a precision), mu_f | tau_f ~
     N(mean_f, 1 / (kappa tau_f)). A cluster has 2d parameters where ``NormalInverseWishart`` has d(d+3)/2: the
-    choice for embeddings of a hundred dimensions and more (sentence embeddings: 384), where full covariances cost
-    d^2 a point and the points cannot pay for their parameters (the mixture merges clusters).
+    choice for raw embeddings of fifty dimensions and more (sentence embeddings: 384), where full covariances cost
+    d^2 a point and the points cannot pay for their parameters (the mixture merges clusters). On principal
+    components, correlated within clusters, full covariances fit better.
 
     Data-based defaults (``None``), as ``NormalInverseWishart``'s: ``mean`` = the data mean, ``shape`` = 2 and
     ``rate`` = 0.1 v, v the data's mean per-feature variance (1 if that is 0): a prior expected variance
     (rate / (shape - 1)) of a tenth of the data's spread in every feature, weak (shape 2: a few points override
-    it); ``kappa`` = 0.01.
+    it); ``kappa`` = 0.01. ``rate`` may also be given per feature, an array of d rates.
 
-    log m(X_k) = sum_f [lgamma(a_n) - lgamma(a) + a log b - a_n log b_nf + log(kappa / kappa_n) / 2]
+    log m(X_k) = sum_f [lgamma(a_n) - lgamma(a) + a log b_f - a_n log b_nf + log(kappa / kappa_n) / 2]
     - n d log(2 pi) / 2, with kappa_n = kappa + n, a_n = a + n / 2, mu_nf = (kappa m_f + S_f) / kappa_n and
-    b_nf = b + (Q_f + kappa m_f^2 - kappa_n mu_nf^2) / 2 for n points summing to S_f, their squares to Q_f.
+    b_nf = b_f + (Q_f + kappa m_f^2 - kappa_n mu_nf^2) / 2 for n points summing to S_f, their squares to Q_f.
 
     A point's log density under a cluster's (mu, tau) is linear in (x, x^2): sum_f [x_f mu_f tau_f - x_f^2 tau_f
     / 2] + offset. So the sampler runs this prior through the count kernels, on rows (z, z^2) of CSR data
-    (``kernel_data``), where z is X centred at its mean and divided by one number, the root mean per-feature
-    variance (the model is the same, its prior moved and scaled alike), then rounded to a multiple of 2^-g, g up
-    to 20 (``grid``): sums of such values are exact in any order, so the same seed gives the same result for any
-    number of threads or workers. g is the largest that keeps every feature's sum of z^2 below 2^(52 - 2g)
-    (20 for up to a few hundred thousand points); the rounding moves a point by 2^-g of the data's spread at most.
-    Parameters and statistics (``cluster_params_`` of a DPMM aside, which are in X's units) are in z's units.
+    (``kernel_data``): z_f is feature f centred at its mean and divided by its standard deviation (1 for a
+    constant feature), with the prior's mean and rates moved alike (the same model: a precision of x_f is one of
+    z_f divided by the variance), then rounded to a multiple of 2^-g (``grid``): sums of such values are exact in
+    any order, so the same seed gives the same result for any number of threads or workers. g is the largest (up
+    to 20) that keeps every feature's sum of z^2, about n, below 2^(52 - 2g): 20 up to 4,096 points, 16 for a
+    million; the rounding moves a point by 2^-g of each feature's spread at most. The fitted prior's ``mean``,
+    ``rate`` and statistics are in z's units, a DPMM's ``cluster_params_`` in X's.
     """
 
     kind = "diagonal"
     FINEST_GRID = 20
-    # Below this grid (a point moved by 1/64 of the data's spread) the data are refused: too many points to sum
-    # exactly (n d beyond 2^40).
+    # Below this grid (a point moved by 1/64 of a feature's spread) the data are refused: too many points to sum
+    # exactly (n beyond 2^40).
     COARSEST_GRID = 6
 
     def __init__(self, kappa=0.01, mean=None, shape=None, rate=None):
@@ -475,58 +477,80 @@ class NormalGamma(SparseKernelPrior):
             raise ValueError("NormalGamma prior needs dense data; got a sparse matrix")
 
     def fitted(self, X):
-        """A copy with the data-based defaults, the centring, scale and grid filled in (class docstring);
-        ValueError naming any invalid hyper-parameter."""
+        """A copy with the data-based defaults, the centring, spreads and grid filled in (class docstring): a
+        fitted prior (a model's ``prior_``) keeps its coordinates and takes a grid for X. ValueError naming any
+        invalid hyper-parameter."""
         kappa = check_positive(self.kappa, "NormalGamma kappa")
-        n, d = X.shape
-        fitted = vars(self).get("center") is not None
-        if fitted:  # a fitted prior (a model's prior_) keeps its coordinates
-            center, spread, grid = self.center, self.spread, self.grid
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                center = X.mean(axis=0) if n else np.zeros(d)
-                variance = float(X.var(axis=0).mean()) if n > 1 else 0.0
-            if not np.isfinite(variance):
-                raise ValueError("X's values are too large for the NormalGamma prior: their variance overflows; "
-                                 "rescale X, e.g. standardise its columns")
-            spread = np.sqrt(variance) if variance > 0 else 1.0
-            # each column's sum of squares is n times its share of the mean variance: at most n d
-            largest = float((((X - center) / spread) ** 2).sum(axis=0).max()) if n else 0.0
-            grid = min(self.FINEST_GRID, int(np.floor((52.0 - np.log2(max(largest, 1.0))) / 2.0)))
-            if grid < self.COARSEST_GRID:
-                raise ValueError(
-                    f"X has too many points ({n}) for the NormalGamma prior to sum exactly (the sum of squares of "
-                    f"a standardised column reaches {largest:.3g}); fit a sample of the points")
-        if self.mean is None:
-            mean = np.zeros(d) if not fitted else self.mean
-        elif fitted:
-            mean = _real_array(self.mean, "mean", (d,), "NormalGamma")
-        else:
-            mean = (_real_array(self.mean, "mean", (d,), "NormalGamma") - center) / spread
         shape = 2.0 if self.shape is None else check_positive(self.shape, "NormalGamma shape")
-        rate = 0.1 if self.rate is None else check_positive(self.rate, "NormalGamma rate") / (
-            1.0 if fitted else spread ** 2)
+        n, d = X.shape
+        X = np.asarray(X, dtype=np.float64)
+        fitted = vars(self).get("center") is not None
+        if fitted:
+            center, spread = self.center, self.spread
+            mean, rate = self.mean, self.rate
+        else:
+            center = X.mean(axis=0) if n else np.zeros(d)
+            deviation = X - center
+            # the standard deviation of deviation / top, times top: neither squares of huge values overflow nor
+            # those of tiny ones underflow
+            top = np.abs(deviation).max(axis=0) if n else np.zeros(d)
+            top = np.where(top > 0, top, 1.0)
+            std = top * (deviation / top).std(axis=0) if n > 1 else np.zeros(d)
+            spread = np.where(std > 0, std, 1.0)
+            mean = (np.zeros(d) if self.mean is None
+                    else (_real_array(self.mean, "mean", (d,), "NormalGamma") - center) / spread)
+            with np.errstate(over="ignore", under="ignore"):
+                if self.rate is None:  # 0.1 v / spread_f^2, v = mean(std^2) = largest^2 mean((std / largest)^2)
+                    largest_std = float(std.max()) if d else 0.0
+                    if largest_std > 0:
+                        rate = 0.1 * float(np.mean((std / largest_std) ** 2)) * (largest_std / spread) ** 2
+                    else:
+                        rate = 0.1 / spread ** 2
+                elif np.ndim(self.rate) == 0:
+                    rate = check_positive(self.rate, "NormalGamma rate") / spread ** 2
+                else:
+                    rate = _real_array(self.rate, "rate", (d,), "NormalGamma")
+                    if not np.all(rate > 0):
+                        raise ValueError("NormalGamma rate must be positive in every feature")
+                    rate = rate / spread ** 2
+        if not np.all(np.isfinite(rate) & (rate > 0)):
+            raise ValueError("NormalGamma rate, in units of each feature's variance, leaves the float range "
+                             "(features whose spreads differ by 1e150 and more, or a rate far from them); rescale "
+                             "X's columns, or give a rate per feature")
         if not np.isfinite((kappa + n) * (shape + n)):
             raise ValueError(f"NormalGamma kappa={kappa!r} or shape={shape!r} is too large: they overflow with "
                              f"n = {n} points")
-        copy = NormalGamma(kappa=kappa, mean=mean, shape=shape, rate=rate)
+        with np.errstate(over="ignore"):
+            largest = float((((X - center) / spread) ** 2).sum(axis=0).max()) if n else 0.0
+        grid = (min(self.FINEST_GRID, int(np.floor((52.0 - np.log2(max(largest, 1.0))) / 2.0)))
+                if np.isfinite(largest) else -1)
+        if grid < self.COARSEST_GRID:
+            raise ValueError(
+                f"X has too many points ({n}), or values too far from the fitted ones, for the NormalGamma prior "
+                f"to sum exactly (the sum of squares of a standardised column reaches {largest:.3g}); fit a sample "
+                "of the points")
+        copy = NormalGamma(kappa=kappa, mean=mean, shape=shape, rate=np.array(rate, dtype=np.float64))
         copy.center, copy.spread, copy.grid = center, spread, grid
         return copy
 
     def kernel_data(self, X):
         """X (n, d) as the kernels take it, for a fitted prior: CSR rows (z, z^2), z on the grid (class
-        docstring), every entry stored (zeros too), indices sorted."""
+        docstring), every entry stored (zeros too), indices sorted. ValueError if z^2 overflows (values far beyond
+        the fitted data's)."""
         n, d = X.shape
         step = 2.0 ** self.grid
-        z = np.round((np.asarray(X, dtype=np.float64) - self.center) / self.spread * step) / step
-        values = np.concatenate([z, z * z], axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = np.round((np.asarray(X, dtype=np.float64) - self.center) / self.spread * step) / step
+            values = np.concatenate([z, z * z], axis=1)
+        if not np.all(np.isfinite(values)):
+            raise ValueError("X has values too far from the NormalGamma prior's fitted data for its scores (their "
+                             "squares in units of each feature's spread overflow)")
         return sp.csr_matrix((values.ravel(), np.tile(np.arange(2 * d, dtype=np.int32), n),
                               np.arange(0, 2 * d * n + 1, 2 * d, dtype=np.int64)), shape=(n, 2 * d))
 
     def kernel_args(self, d):
         """``(kind, hyper)`` for the kernels; ``d`` is the kernels' number of features, 2 per feature of X."""
-        return 2, np.concatenate([[float(self.kappa), float(self.shape), float(self.rate)],
-                                  np.asarray(self.mean, dtype=np.float64), [d]])
+        return 2, np.concatenate([[float(self.kappa), float(self.shape)], self.rate, self.mean, [d]])
 
     def posterior(self, stats):
         """``(kappa_n (*B,), mu_n (*B, D), a_n (*B,), b_n (*B, D))`` from statistics of the rows (z, z^2)."""
@@ -539,18 +563,19 @@ class NormalGamma(SparseKernelPrior):
         return kappa_n, mu_n, self.shape + 0.5 * n, b_n
 
     def sample(self, posterior, rng):
-        """Returns ``(log_rate (*B, 2D), offset (*B,))``: (mu tau, -tau / 2) and sum_f [log(tau_f) - tau_f
-        mu_f^2] / 2 - D log(2 pi) / 2, for tau ~ Gamma(a_n, b_n), mu ~ N(mu_n, 1 / (kappa_n tau))."""
+        """Returns ``(log_rate (*B, 2D), offset (*B,))``, the kernels' form of Gaussians with means mu and
+        precisions tau (``_natural``), for tau ~ Gamma(a_n, b_n) and mu ~ N(mu_n, 1 / (kappa_n tau)); drawn as in
+        ``kernels._sample_count_params`` (log tau by ``sample_log_dirichlet``'s identity, finite scores where tau
+        underflows)."""
         kappa_n, mu_n, a_n, b_n = posterior
-        tau = rng.standard_gamma(np.broadcast_to(a_n[..., None], b_n.shape)) / b_n
-        mu = mu_n + rng.standard_normal(b_n.shape) / np.sqrt(kappa_n[..., None] * tau)
-        return self._natural(mu, tau)
-
-    @staticmethod
-    def _natural(mu, tau):
-        """The kernels' ``(log_rate, offset)`` of Gaussians with means ``mu`` and precisions ``tau`` (*B, D)."""
-        offset = 0.5 * (np.log(tau) - tau * mu ** 2).sum(axis=-1) - 0.5 * mu.shape[-1] * np.log(2.0 * np.pi)
-        return np.concatenate([mu * tau, -0.5 * tau], axis=-1), offset
+        a = np.broadcast_to(a_n[..., None], b_n.shape)
+        log_g = np.log(rng.standard_gamma(a + 1.0))
+        log_tau = log_g + np.log(rng.uniform(size=a.shape)) / a - np.log(b_n)
+        e = rng.standard_normal(b_n.shape) / np.sqrt(kappa_n)[..., None]
+        root = np.exp(0.5 * log_tau)
+        offset = (0.5 * (log_tau - (mu_n * root + e) ** 2).sum(axis=-1)
+                  - 0.5 * mu_n.shape[-1] * np.log(2.0 * np.pi))
+        return np.concatenate([mu_n * root ** 2 + e * root, -0.5 * root ** 2], axis=-1), offset
 
     def posterior_mean(self, stats):
         """``{"mean": (*B, D), "variance": (*B, D)}`` in X's units: each cluster's posterior mean of mu and of the
@@ -560,8 +585,11 @@ class NormalGamma(SparseKernelPrior):
         return {"mean": mu_n * self.spread + self.center, "variance": b_n / denom * self.spread ** 2}
 
     def expected_params(self, stats):
+        """The kernels' ``(log_rate, offset)`` of Gaussians at the posterior means of mu and tau (a_n / b_n)."""
         _, mu_n, a_n, b_n = self.posterior(stats)
-        return self._natural(mu_n, a_n[..., None] / b_n)
+        tau = a_n[..., None] / b_n
+        offset = 0.5 * (np.log(tau) - tau * mu_n ** 2).sum(axis=-1) - 0.5 * mu_n.shape[-1] * np.log(2.0 * np.pi)
+        return np.concatenate([mu_n * tau, -0.5 * tau], axis=-1), offset
 
 
 def _real_array(value, name, shape, prior="NormalInverseWishart"):
