@@ -7,7 +7,8 @@ unit-variance Gaussians (600 points, the tests' ``gaussian_mixture(seed=0, n=600
 of six clusters of 150 points and a small one of 10 (centres N(0, 36 I), overlapping); the tests' 2-d mixture of
 nine clusters of 100 points on a grid (``gaussian_mixture(seed=0)``, well separated); a 50-d mixture of 15
 unit-variance clusters, 20,000 points, centres N(0, 1.5^2 I) (about 15 sd apart). Priors: the
-default (a cluster's covariance expected at a tenth of the data's mean per-feature variance ``v``),
+Normal-inverse-Wishart with its default scale (a cluster's covariance expected at a tenth of the data's mean
+per-feature variance ``v``; the DPMM's default below 50 dimensions),
 ``psi="sample"`` (the clusters' common scale sampled with the partition) and ``psi = 2 v I`` (expected at ``v``;
 ``nu = d + 3``), and the diagonal covariances of ``NormalGamma()``. Prints, per data set and prior, for each
 seed the posterior mode of K after the warm-up, the share of those iterations with more clusters than the truth,
@@ -126,7 +127,8 @@ def main():
         X, truth = loaded
         v = float(X.var(axis=0).mean())
         print(f"{name}: {X.shape[0]} points x {X.shape[1]} dimensions, {np.unique(truth).size} true groups")
-        for label, prior in (("default prior", None), ("psi = 'sample'", NormalInverseWishart(psi="sample")),
+        for label, prior in (("NIW, default scale", NormalInverseWishart()),
+                             ("psi = 'sample'", NormalInverseWishart(psi="sample")),
                              ("psi = 2 v I", NormalInverseWishart(psi=2.0 * v * np.eye(X.shape[1]))),
                              ("NormalGamma (diagonal)", NormalGamma())):
             modes, excess, nmis, seconds = dpmm_runs(X, truth, prior, args.iterations, args.seeds)

@@ -4,7 +4,8 @@
 
 scikit-learn's bundled handwritten digits (1,797 images of 8 x 8 pixels, 10 digits) are embedded by PCA into ``D``
 dimensions (default 20) and clustered by :class:`conjoined.DPMM` with its default prior (``prior=None`` picks the
-Gaussian likelihood with a Normal-inverse-Wishart prior for real-valued data), and, for comparison, by
+Gaussian likelihood with a Normal-inverse-Wishart prior for real-valued data below 50 dimensions, diagonal
+covariances from 50 on), and, for comparison, by
 scikit-learn's ``BayesianGaussianMixture`` with a Dirichlet-process prior (30 components, at most).
 
 For each seed it prints K (DPMM: the posterior mode over the sampled iterations, with its probability; the

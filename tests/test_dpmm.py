@@ -489,7 +489,7 @@ def test_sampled_scale_finds_the_cell_types_of_an_embedding():
                              prior=conjoined.NormalInverseWishart(psi="sample")).fit(X)
     assert 8 <= posterior_mode_of_k(sampled) <= 15
     assert normalized_mutual_info_score(types, sampled.labels_) >= 0.6
-    fixed = conjoined.DPMM(n_iter=300, random_state=0).fit(X)
+    fixed = conjoined.DPMM(n_iter=300, random_state=0, prior=conjoined.NormalInverseWishart()).fit(X)
     assert posterior_mode_of_k(fixed) >= 25
     assert normalized_mutual_info_score(types, fixed.labels_) < 0.57
 
@@ -831,8 +831,11 @@ def test_normal_gamma_separates_clusters_in_a_hundred_dimensions():
     order = [np.bincount(model.labels_[z == k]).argmax() for k in range(3)]
     np.testing.assert_allclose(means[order], centres + 50.0, atol=0.3)  # in X's units
     np.testing.assert_allclose(variances[order].mean(axis=1), 1.0, atol=0.1)
-    full = conjoined.DPMM(n_iter=40, random_state=0).fit(X)
+    full = conjoined.DPMM(prior=conjoined.NormalInverseWishart(), n_iter=40, random_state=0).fit(X)
     assert full.n_clusters_ < 3
+    # the default from 50 features on
+    assert isinstance(conjoined.DPMM(n_iter=2).fit(X).prior_, conjoined.NormalGamma)
+    assert isinstance(conjoined.DPMM(n_iter=2).fit(X[:, :49]).prior_, conjoined.NormalInverseWishart)
 
 
 def test_normal_gamma_gives_the_same_chain_on_any_number_of_threads(monkeypatch):

@@ -130,9 +130,10 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         Concentration of the Dirichlet process (larger: more clusters).
     prior : Multinomial, PoissonGamma, NormalInverseWishart, NormalGamma or None, default=None
         Conjugate prior, which also fixes the likelihood. None picks ``Multinomial()`` for non-negative integer
-        data (dense or sparse) and ``NormalInverseWishart()`` (data-based defaults) otherwise; for embeddings,
-        ``NormalInverseWishart(psi="sample")`` samples the clusters' common scale with the partition, and
-        ``NormalGamma()`` gives the clusters diagonal covariances, the choice beyond a few dozen dimensions.
+        data (dense or sparse); for other data ``NormalInverseWishart()`` (full covariances, data-based defaults)
+        below 50 features and ``NormalGamma()`` (diagonal covariances) from 50 on, where full covariances merge
+        clusters and cost d^2 a point. For embeddings of tens of dimensions whose clusters overlap,
+        ``NormalInverseWishart(psi="sample")`` samples the clusters' common scale with the partition.
     n_iter : int, default=100
         Sampler iterations.
     burn_out : int, default=15
