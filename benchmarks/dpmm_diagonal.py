@@ -5,7 +5,7 @@ covariances, in many dimensions, on the same data in the same run.
 Data: three unit-variance clusters of 2,000 points, centres N(0, I), in 20, 50, 100 and 384 dimensions (about
 sqrt(2 d) standard deviations apart: k-means separates them); scikit-learn's digits as they are (1,797 images
 of 64 pixels, 10 digits, many pixels constant or nearly so). The full-covariance prior is not run beyond 100
-dimensions (d^2 work a point and cluster: minutes an iteration). Prints, for each method and seed, the number
+dimensions (d^2 work a point and cluster: seconds an iteration). Prints, for each method and seed, the number
 of clusters of the last labels and their NMI against the truth, and the mean fit time.
 
     python benchmarks/dpmm_diagonal.py [--iterations 100] [--seeds 2]        # about 40 s on 2 cores

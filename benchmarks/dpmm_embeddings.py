@@ -1,5 +1,6 @@
-"""The DPMM on embeddings: its default Normal-inverse-Wishart prior against a broader one, and scikit-learn's
-Dirichlet-process BayesianGaussianMixture, on the same data in the same run.
+"""The DPMM on embeddings: the Normal-inverse-Wishart prior at its default scale (the default below 50
+dimensions), a broader and a sampled scale, and the diagonal ``NormalGamma`` (the default from 50 on), against
+scikit-learn's Dirichlet-process BayesianGaussianMixture, on the same data in the same run.
 
 Data: scikit-learn's digits embedded by PCA (20 dimensions, 1,797 images, 10 digits); pbmc68k_reduced's 50
 principal components (700 cells, 10 cell types; needs scanpy, skipped without it); a 32-d mixture of 6

@@ -455,7 +455,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         frequent cluster over the samples with the posterior mode of K, matched to one another, so a small
         cluster can be absorbed and fewer than K remain; then clusters are merged where the mixture's posterior
         favours a coarser partition by more than 20 to 1 (on counts without structure, a Dirichlet-process
-        mixture's samples hold many clusters, each far less probable than one cluster).
+        mixture's samples hold many clusters, each far less probable than one cluster). With ``mode="paper"``: the
+        last sample with that K, not merged.
     n_row_clusters_, n_column_clusters_ : int, K_r and K_c: the numbers of clusters of ``block_row_labels_`` and
         ``block_column_labels_``, the topics of theta, phi and the memberships. The refinement merges clusters
         (and may empty some), so they can be below the mixtures' K.
