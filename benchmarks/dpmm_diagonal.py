@@ -4,7 +4,8 @@ covariances, in many dimensions, on the same data in the same run.
 
 Data: three unit-variance clusters of 2,000 points, centres N(0, I), in 20, 50, 100 and 384 dimensions (about
 sqrt(2 d) standard deviations apart: k-means separates them); scikit-learn's digits as they are (1,797 images
-of 64 pixels, 10 digits, many pixels constant or nearly so). The full-covariance prior is not run beyond 100
+of 64 pixels, 10 digits, many pixels constant or nearly so; integers, which ``DPMM()`` reads as counts, so its
+default prior there, ``Multinomial``, is run too). The full-covariance prior is not run beyond 100
 dimensions (d^2 work a point and cluster: seconds an iteration). Prints, for each method and seed, the number
 of clusters of the last labels and their NMI against the truth, and the mean fit time.
 
@@ -66,6 +67,8 @@ def main():
         if X.shape[1] <= FULL_COVARIANCE_MAX_DIM:
             methods["DPMM, NormalInverseWishart (full)"] = lambda seed: dpmm_fit(
                 X, NormalInverseWishart(), args.iterations, seed)
+        if np.all(X == np.round(X)) and X.min() >= 0:  # integers, which DPMM() reads as counts
+            methods["DPMM, default prior (Multinomial)"] = lambda seed: dpmm_fit(X, None, args.iterations, seed)
         methods[f"BayesianGaussianMixture({MIXTURE_COMPONENTS}, diag)"] = lambda seed: mixture_fit(
             X, args.iterations, seed)
         for label, fit in methods.items():
