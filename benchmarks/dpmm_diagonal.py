@@ -14,11 +14,11 @@ of clusters of the last labels and their NMI against the truth, and the mean fit
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
 import numpy as np
+from dpmm_embeddings import run_arguments
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import normalized_mutual_info_score
@@ -51,12 +51,7 @@ def mixture_fit(X, n_iter, seed):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--seeds", type=int, default=2)
-    args = parser.parse_args()
-    if args.iterations < 2 or args.seeds < 1:
-        parser.error(f"--iterations must be at least 2 and --seeds at least 1, got {args.iterations}, {args.seeds}")
+    args = run_arguments(__doc__, 100, 2)
     data = {f"3 clusters, {dim} dimensions": three_clusters(dim) for dim in (20, 50, 100, 384)}
     data["digits, 64 pixels"] = load_digits(return_X_y=True)
     print(f"DPMM: {args.iterations} iterations; seeds 0..{args.seeds - 1}; K and NMI of the last labels\n")

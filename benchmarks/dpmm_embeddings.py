@@ -110,13 +110,19 @@ def mixture_runs(X, truth, seeds):
     return nmis, float(np.mean(seconds))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=300)
-    parser.add_argument("--seeds", type=int, default=3)
+def run_arguments(doc, iterations, seeds):
+    """``--iterations`` and ``--seeds`` from the command line (defaults as given), checked."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=iterations)
+    parser.add_argument("--seeds", type=int, default=seeds)
     args = parser.parse_args()
     if args.iterations < 2 or args.seeds < 1:
         parser.error(f"--iterations must be at least 2 and --seeds at least 1, got {args.iterations}, {args.seeds}")
+    return args
+
+
+def main():
+    args = run_arguments(__doc__, 300, 3)
     data = {"digits, PCA 20": digits_pca(), "pbmc68k, 50 PCs": pbmc_pca(), "32-d mixture, K = 6": gaussian_32d(),
             "50-d mixture, K = 15": mixture_50d(), "2-d mixture, K = 7 (one of 10 points)": small_cluster_2d(),
             "2-d grid, K = 9": grid_2d()}

@@ -285,9 +285,10 @@ def _merged_by_posterior(dpmm, X, labels):
     prior, alpha = dpmm.prior_, float(dpmm.alpha)
     stats = SufficientStats(np.bincount(labels, minlength=K).astype(np.float64),
                             _aggregate(sp.csr_matrix(X).T, labels, K).T.toarray())
+    own = prior.log_marginal(stats)  # each cluster's log m, kept up to date along the path
     odds = np.full((K, K), -np.inf)
     first, second = np.triu_indices(K, 1)
-    odds[first, second] = merge_log_odds(prior, alpha, stats, first, second)
+    odds[first, second] = merge_log_odds(prior, alpha, stats, first, second, own)
     cluster = np.arange(K)  # the cluster each of the K clusters of labels is in on the path
     alive = np.ones(K, bool)
     gain = best_gain = 0.0
@@ -297,15 +298,14 @@ def _merged_by_posterior(dpmm, X, labels):
         gain += odds[a, b]
         stats.n[a] += stats.n[b]
         stats.s1[a] += stats.s1[b]
+        own[a] = prior.log_marginal(stats.take([a]))[0]
         cluster[cluster == b] = a
         odds[b, :] = odds[:, b] = -np.inf
         alive[b] = False
         others = np.flatnonzero(alive)
         others = others[others != a]
         if others.shape[0]:
-            batch = stats.take(np.concatenate([[a], others]))  # a first, then the others
-            updated = merge_log_odds(prior, alpha, batch, np.zeros(others.shape[0], np.int64),
-                                     np.arange(1, others.shape[0] + 1))
+            updated = merge_log_odds(prior, alpha, stats, np.full(others.shape[0], a), others, own)
             odds[np.minimum(a, others), np.maximum(a, others)] = updated
         if gain > best_gain:
             best_gain, best = gain, cluster.copy()

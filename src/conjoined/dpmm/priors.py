@@ -564,7 +564,8 @@ class NormalGamma(SparseKernelPrior):
 
     def sample(self, posterior, rng):
         """Returns ``(log_rate (*B, 2D), offset (*B,))``, the kernels' form of Gaussians with means mu and
-        precisions tau (``_natural``), for tau ~ Gamma(a_n, b_n) and mu ~ N(mu_n, 1 / (kappa_n tau)); drawn as in
+        precisions tau ((mu tau, -tau / 2) and sum_f [log tau_f - tau_f mu_f^2] / 2 - D log(2 pi) / 2), for
+        tau ~ Gamma(a_n, b_n) and mu ~ N(mu_n, 1 / (kappa_n tau)); drawn as in
         ``kernels._sample_count_params`` (log tau by ``sample_log_dirichlet``'s identity, finite scores where tau
         underflows)."""
         kappa_n, mu_n, a_n, b_n = posterior

@@ -128,16 +128,18 @@ def merge_log_ratios(prior, alpha, cluster_stats, first, second):
             - gammaln(n_i + n_j + alpha))
 
 
-def merge_log_odds(prior, alpha, cluster_stats, first, second):
+def merge_log_odds(prior, alpha, cluster_stats, first, second, own=None):
     """Log posterior odds of merging each pair ``(first[p], second[p])`` of clusters in ``cluster_stats`` (batch
     (K,)) against keeping the pair apart, all else equal: (P,) values of
 
     lgamma(N_i+N_j) - lgamma(N_i) - lgamma(N_j) + log m(X_ij) - log m(X_i) - log m(X_j) - log alpha
 
-    (the difference of ``log_posterior`` between the two partitions). Each cluster's own marginal is computed
-    once; the merged statistics are formed in chunks of about ``MERGE_CHUNK_VALUES`` values."""
+    (the difference of ``log_posterior`` between the two partitions). ``own`` (K,): each cluster's log m, if
+    the caller has them; else computed here, once each. The merged statistics are formed in chunks of about
+    ``MERGE_CHUNK_VALUES`` values."""
     n = cluster_stats.n.astype(np.float64)
-    own = prior.log_marginal(cluster_stats)
+    if own is None:
+        own = prior.log_marginal(cluster_stats)
     values_per_pair = int(np.prod(cluster_stats.s1.shape[1:])) + (
         0 if cluster_stats.s2 is None else int(np.prod(cluster_stats.s2.shape[1:])))
     chunk = max(1, MERGE_CHUNK_VALUES // values_per_pair)
