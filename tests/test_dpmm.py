@@ -855,7 +855,7 @@ def test_normal_gamma_gives_the_same_chain_on_any_number_of_threads(monkeypatch)
     (GAUSSIAN, conjoined.NormalGamma(shape=-1.0), "NormalGamma shape"),
     (GAUSSIAN, conjoined.NormalGamma(rate=np.inf), "NormalGamma rate"),
     (GAUSSIAN, conjoined.NormalGamma(mean=[0.0, 1.0]), r"NormalGamma mean must have shape \(3,\)"),
-    (np.vstack([GAUSSIAN, [[1e200, 0.0, 0.0]]]), conjoined.NormalGamma(), "leaves the float range"),
+    (np.vstack([GAUSSIAN, [[1e200, 0.0, 0.0]]]), conjoined.NormalGamma(rate=1.0), "leaves the float range"),
 ])
 def test_bad_normal_gamma_input_is_named(X, prior, message):
     with pytest.raises(ValueError, match=message):
@@ -863,14 +863,28 @@ def test_bad_normal_gamma_input_is_named(X, prior, message):
 
 
 def test_normal_gamma_keeps_features_of_any_scale():
-    # each feature is standardised before the grid: a noise feature of spread 1e7 does not round the others away.
-    # The default rate is one for every feature (a tenth of the mean variance, which that feature dominates);
-    # a rate per feature suits features of unlike units.
+    # each feature is standardised before the grid: a noise feature of spread 1e7 does not round the others away;
+    # and the default rate caps each feature's prior variance at its own, so that the tenth of the mean variance
+    # (which that feature dominates) does not hold the others' clusters 1e12 times too wide. Capped, a feature's
+    # prior is as wide as the feature itself, and the sampler takes longer to split the clusters along it.
     X, z = gaussian_mixture(0, n=300, K=3, d=2)
     X = np.column_stack([np.random.default_rng(1).normal(scale=1e7, size=300), X])
-    model = conjoined.DPMM(prior=conjoined.NormalGamma(rate=0.1 * X.var(axis=0)), n_iter=40, random_state=0).fit(X)
-    assert adjusted_rand_score(z, model.labels_) == 1.0
-    assert conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=40, random_state=0).fit(X).n_clusters_ == 1
+    for prior, n_iter in ((conjoined.NormalGamma(), 300), (conjoined.NormalGamma(rate=0.1 * X.var(axis=0)), 40)):
+        model = conjoined.DPMM(prior=prior, n_iter=n_iter, random_state=0).fit(X)
+        assert adjusted_rand_score(z, model.labels_) == 1.0
+    # one rate for every feature, the uncapped prior, merges them
+    isotropic = conjoined.NormalGamma(rate=0.1 * X.var(axis=0).mean())
+    assert conjoined.DPMM(prior=isotropic, n_iter=40, random_state=0).fit(X).n_clusters_ == 1
+
+
+def test_normal_gamma_default_rate_is_a_tenth_of_the_mean_variance_capped_at_each_features():
+    X = np.random.default_rng(0).normal(size=(200, 4)) * [10.0, 1.0, 0.01, 0.0]
+    prior = conjoined.NormalGamma().fitted(X)
+    variance = X.var(axis=0)
+    in_x_units = prior.rate * prior.spread ** 2
+    np.testing.assert_allclose(in_x_units[:3], np.minimum(0.1 * variance.mean(), variance[:3]), rtol=1e-12)
+    assert in_x_units[0] == pytest.approx(0.1 * variance.mean()) and in_x_units[2] == pytest.approx(variance[2])
+    assert 0 < prior.rate[3] < np.inf  # constant: any positive rate does, z being 0
 
 
 def test_normal_gamma_with_a_tiny_shape_draws_finite_scores():

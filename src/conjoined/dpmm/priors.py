@@ -227,11 +227,15 @@ class NormalInverseWishart:
     """Gaussian likelihood with unknown mean and full covariance, Normal-Inverse-Wishart prior.
 
     Sigma ~ IW(nu, psi), mu | Sigma ~ N(mean, Sigma / kappa). Data-based defaults (``None``): ``mean`` = the data
-    mean, ``nu`` = d + 3 and ``psi`` = (nu - d - 1) * 0.1 * v * I with v the data's mean per-feature variance (1 if
-    that is 0): a prior expected cluster covariance that is isotropic and a tenth of the data's spread, weak enough
-    (nu - d = 3) that a few dozen points override it. A psi proportional to the data covariance would be wrong: the
-    covariance of a mixture is inflated exactly along the directions that separate its clusters. ``kappa`` = 0.01
-    keeps the prior on each cluster's mean weak, so that one point is enough to locate a cluster.
+    mean, ``nu`` = d + 3 and ``psi`` = (nu - d - 1) * diag(min(0.1 v, v_f)) with v the data's mean per-feature
+    variance (1 if that is 0) and v_f feature f's (not taken where 0): a prior expected cluster covariance that is
+    isotropic, a tenth of the data's spread, except that no feature's is above the feature's own variance (by the
+    law of total variance a cluster's variance in a feature is on average at most the feature's: the cap keeps a
+    feature of small spread, such as the last of many principal components or one in other units, from being
+    held far too wide), weak enough (nu - d = 3) that a few dozen points override it. A psi proportional to the
+    data covariance would be wrong: the covariance of a mixture is inflated exactly along the directions that
+    separate its clusters. ``kappa`` = 0.01 keeps the prior on each cluster's mean weak, so that one point is
+    enough to locate a cluster.
 
     ``DPMM`` fits on the data centred at their mean, with this prior's mean moved alike (the model is the same),
     and moves the results back: the statistics are raw sums, which hold no digit of the spread of points far from
@@ -240,9 +244,9 @@ class NormalInverseWishart:
     values beyond about 1.7e38, or whose columns all span less than 1e-30, are refused (rescale them).
 
     ``psi="sample"`` makes the clusters' common scale a parameter of the model: ``psi = s I`` with the scale-free
-    prior p(s) proportional to 1/s, started at the default above, and the sampler draws s with the partition
-    (``resampled``: each cluster's Sigma_k from its posterior, then s | Sigma_1..K ~ Gamma(K nu d / 2, rate
-    sum_k tr(Sigma_k^-1) / 2), truncated to s >= 1e-3 times the starting scale (``SCALE_FLOOR``): data in a flat
+    prior p(s) proportional to 1/s, started at the default above without its cap, and the sampler draws s with
+    the partition (``resampled``: each cluster's Sigma_k from its posterior, then s | Sigma_1..K ~ Gamma(K nu d /
+    2, rate sum_k tr(Sigma_k^-1) / 2), truncated to s >= 1e-3 times the starting scale (``SCALE_FLOOR``): data in a flat
     subspace, such as a constant column, would otherwise pull s to 0; the chain targets p(partition, s | X)). For
     embeddings of tens of dimensions whose clusters overlap, where a tenth of the data's spread cuts each cluster
     into many tight pieces: on pbmc68k's 50 principal components the posterior mode of K falls from 33-44 to 10-13
@@ -307,8 +311,12 @@ class NormalInverseWishart:
                 "its columns"
             )
         if self.psi is None or isinstance(self.psi, str):
-            variance = float(X.var(axis=0).mean()) if X.shape[0] > 1 else 1.0
-            psi = max(nu - d - 1.0, 1.0) * (variance if variance > 0 else 1.0) * 0.1 * np.eye(d)
+            variances = X.var(axis=0) if X.shape[0] > 1 else np.ones(d)
+            variance = float(variances.mean()) if d else 1.0
+            expected = np.full(d, 0.1 * variance if variance > 0 else 0.1)
+            if self.psi is None:  # the sampled scale is one number: it starts at the isotropic default
+                expected = np.where(variances > 0, np.minimum(expected, variances), expected)
+            psi = max(nu - d - 1.0, 1.0) * np.diag(expected)
         else:
             psi = _real_array(self.psi, "psi", (d, d))
         if np.abs(psi - psi.T).max() > 1e-8 * np.abs(psi).max():
@@ -438,9 +446,13 @@ class NormalGamma(SparseKernelPrior):
     components, correlated within clusters, full covariances fit better.
 
     Data-based defaults (``None``), as ``NormalInverseWishart``'s: ``mean`` = the data mean, ``shape`` = 2 and
-    ``rate`` = 0.1 v, v the data's mean per-feature variance (1 if that is 0): a prior expected variance
-    (rate / (shape - 1)) of a tenth of the data's spread in every feature, weak (shape 2: a few points override
-    it); ``kappa`` = 0.01. ``rate`` may also be given per feature, an array of d rates.
+    ``rate_f`` = min(0.1 v, v_f), v the data's mean per-feature variance (1 if that is 0) and v_f feature f's
+    (v_f = 0 is not taken: the feature is constant): a prior expected variance (rate / (shape - 1)) of a tenth of
+    the data's mean spread, but never more than the feature's own variance (by the law of total variance, a
+    cluster's variance in a feature is on average at most the feature's), weak (shape 2: a few points override
+    it); ``kappa`` = 0.01. Without the cap the prior would hold the clusters' variance far above the data's in
+    features of small spread (the last of 60 principal components, or a feature in other units), which the
+    points cannot override. ``rate`` may also be given, one number or an array of d rates.
 
     log m(X_k) = sum_f [lgamma(a_n) - lgamma(a) + a log b_f - a_n log b_nf + log(kappa / kappa_n) / 2]
     - n d log(2 pi) / 2, with kappa_n = kappa + n, a_n = a + n / 2, mu_nf = (kappa m_f + S_f) / kappa_n and
@@ -500,12 +512,15 @@ class NormalGamma(SparseKernelPrior):
             mean = (np.zeros(d) if self.mean is None
                     else (_real_array(self.mean, "mean", (d,), "NormalGamma") - center) / spread)
             with np.errstate(over="ignore", under="ignore"):
-                if self.rate is None:  # 0.1 v / spread_f^2, v = mean(std^2) = largest^2 mean((std / largest)^2)
+                if self.rate is None:
+                    # min(0.1 v, v_f) / spread_f^2 = min(0.1 v / spread_f^2, 1) (a constant feature, spread 1 and
+                    # z = 0, takes min(0.1 v, 1)), with v = mean(std^2) = largest^2 mean((std / largest)^2)
                     largest_std = float(std.max()) if d else 0.0
                     if largest_std > 0:
                         rate = 0.1 * float(np.mean((std / largest_std) ** 2)) * (largest_std / spread) ** 2
                     else:
                         rate = 0.1 / spread ** 2
+                    rate = np.minimum(rate, 1.0)
                 elif np.ndim(self.rate) == 0:
                     rate = check_positive(self.rate, "NormalGamma rate") / spread ** 2
                 else:
