@@ -9,7 +9,7 @@ of six clusters of 150 points and a small one of 10 (centres N(0, 36 I), overlap
 nine clusters of 100 points on a grid (``gaussian_mixture(seed=0)``, well separated); a 50-d mixture of 15
 unit-variance clusters, 20,000 points, centres N(0, 1.5^2 I) (about 15 sd apart). Priors: the
 Normal-inverse-Wishart with its default scale (a cluster's covariance expected at a tenth of the data's mean
-per-feature variance ``v``; the DPMM's default below 50 dimensions),
+per-feature variance ``v``, capped at each feature's own; the DPMM's default below 50 dimensions),
 ``psi="sample"`` (the clusters' common scale sampled with the partition) and ``psi = 2 v I`` (expected at ``v``;
 ``nu = d + 3``), and the diagonal covariances of ``NormalGamma()``. Prints, per data set and prior, for each
 seed the posterior mode of K after the warm-up, the share of those iterations with more clusters than the truth,

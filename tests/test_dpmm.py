@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -424,6 +425,27 @@ def test_gaussian_data_of_small_scale_is_clustered_as_at_unit_scale():
     unit = conjoined.DPMM(**params).fit(X)
     assert unit.n_clusters_ > 1
     np.testing.assert_array_equal(conjoined.DPMM(**params).fit(X * 1e-10).labels_, unit.labels_)
+
+
+def test_normal_inverse_wishart_default_psi_is_capped_at_each_features_variance_and_floored():
+    X, z = gaussian_mixture(0, n=300, K=3, d=2)  # the clusters differ in the second feature only
+    X = np.column_stack([X * [100.0, 1.0], np.zeros(300)])  # a noise feature in other units, and a constant one
+    v = X.var(axis=0)
+    np.testing.assert_allclose(np.diag(conjoined.NormalInverseWishart().fitted(X).psi),
+                               2 * np.array([0.1 * v.mean(), v[1], 0.1 * v.mean()]), rtol=1e-12)
+    assert conjoined.NormalInverseWishart(psi="sample").fitted(X).psi[0, 0] == pytest.approx(2 * 0.1 * v.mean())
+    assert adjusted_rand_score(z, conjoined.DPMM(n_iter=100, random_state=0).fit(X[:, :2]).labels_) == 1.0
+    # uncapped, the second feature's clusters are expected 50 times wider than the whole feature: one cluster
+    isotropic = conjoined.NormalInverseWishart(psi=2 * 0.1 * v[:2].mean() * np.eye(2))
+    assert conjoined.DPMM(prior=isotropic, n_iter=100, random_state=0).fit(X[:, :2]).n_clusters_ == 1
+    # a column of spread 1e-40 next to them: its psi entry is floored where the float32 kernels hold 1 / std
+    tiny = np.column_stack([X[:, :2], np.random.default_rng(1).normal(size=300) * 1e-40])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            model = conjoined.DPMM(n_iter=30, random_state=0).fit(tiny)
+            assert np.isfinite(model.predict_proba(tiny)).all()
+    assert np.isfinite(model.log_posterior_trace_).all()
 
 
 @pytest.mark.parametrize("psi", [None, "sample"])
@@ -884,7 +906,7 @@ def test_normal_gamma_default_rate_is_a_tenth_of_the_mean_variance_capped_at_eac
     in_x_units = prior.rate * prior.spread ** 2
     np.testing.assert_allclose(in_x_units[:3], np.minimum(0.1 * variance.mean(), variance[:3]), rtol=1e-12)
     assert in_x_units[0] == pytest.approx(0.1 * variance.mean()) and in_x_units[2] == pytest.approx(variance[2])
-    assert 0 < prior.rate[3] < np.inf  # constant: any positive rate does, z being 0
+    assert in_x_units[3] == pytest.approx(0.1 * variance.mean())  # constant: kept (z is 0, any rate would do)
 
 
 def test_normal_gamma_with_a_tiny_shape_draws_finite_scores():

@@ -228,11 +228,12 @@ class NormalInverseWishart:
 
     Sigma ~ IW(nu, psi), mu | Sigma ~ N(mean, Sigma / kappa). Data-based defaults (``None``): ``mean`` = the data
     mean, ``nu`` = d + 3 and ``psi`` = (nu - d - 1) * diag(min(0.1 v, v_f)) with v the data's mean per-feature
-    variance (1 if that is 0) and v_f feature f's (not taken where 0): a prior expected cluster covariance that is
-    isotropic, a tenth of the data's spread, except that no feature's is above the feature's own variance (by the
-    law of total variance a cluster's variance in a feature is on average at most the feature's: the cap keeps a
-    feature of small spread, such as the last of many principal components or one in other units, from being
-    held far too wide), weak enough (nu - d = 3) that a few dozen points override it. A psi proportional to the
+    variance (1 if that is 0) and v_f feature f's (not taken where 0; at least ``NARROWEST_SPAN`` squared, which
+    the float32 kernels resolve): a prior expected cluster covariance that is isotropic, a tenth of the data's
+    spread, except that no feature's is above the feature's own variance (by the law of total variance a
+    cluster's variance in a feature is on average at most the feature's: the cap keeps a feature of small
+    spread, such as the last of many principal components or one in other units, from being held far too wide),
+    weak enough (nu - d = 3) that a few dozen points override it. A psi proportional to the
     data covariance would be wrong: the covariance of a mixture is inflated exactly along the directions that
     separate its clusters. ``kappa`` = 0.01 keeps the prior on each cluster's mean weak, so that one point is
     enough to locate a cluster.
@@ -315,7 +316,9 @@ class NormalInverseWishart:
             variance = float(variances.mean()) if d else 1.0
             expected = np.full(d, 0.1 * variance if variance > 0 else 0.1)
             if self.psi is None:  # the sampled scale is one number: it starts at the isotropic default
-                expected = np.where(variances > 0, np.minimum(expected, variances), expected)
+                # floored where float32 kernels still hold the precision factors (about 1 / std)
+                capped = np.maximum(np.minimum(expected, variances), NARROWEST_SPAN ** 2)
+                expected = np.where(variances > 0, capped, expected)
             psi = max(nu - d - 1.0, 1.0) * np.diag(expected)
         else:
             psi = _real_array(self.psi, "psi", (d, d))
@@ -447,10 +450,10 @@ class NormalGamma(SparseKernelPrior):
 
     Data-based defaults (``None``), as ``NormalInverseWishart``'s: ``mean`` = the data mean, ``shape`` = 2 and
     ``rate_f`` = min(0.1 v, v_f), v the data's mean per-feature variance (1 if that is 0) and v_f feature f's
-    (v_f = 0 is not taken: the feature is constant): a prior expected variance (rate / (shape - 1)) of a tenth of
-    the data's mean spread, but never more than the feature's own variance (by the law of total variance, a
-    cluster's variance in a feature is on average at most the feature's), weak (shape 2: a few points override
-    it); ``kappa`` = 0.01. Without the cap the prior would hold the clusters' variance far above the data's in
+    (0.1 v for a constant feature): with the default shape, a prior expected variance (rate / (shape - 1)) of a
+    tenth of the data's mean spread, but never more than the feature's own variance (by the law of total
+    variance, a cluster's variance in a feature is on average at most the feature's), weak (shape 2: a few points
+    override it); ``kappa`` = 0.01. Without the cap the prior would hold the clusters' variance far above the data's in
     features of small spread (the last of 60 principal components, or a feature in other units), which the
     points cannot override. ``rate`` may also be given, one number or an array of d rates.
 
@@ -513,14 +516,14 @@ class NormalGamma(SparseKernelPrior):
                     else (_real_array(self.mean, "mean", (d,), "NormalGamma") - center) / spread)
             with np.errstate(over="ignore", under="ignore"):
                 if self.rate is None:
-                    # min(0.1 v, v_f) / spread_f^2 = min(0.1 v / spread_f^2, 1) (a constant feature, spread 1 and
-                    # z = 0, takes min(0.1 v, 1)), with v = mean(std^2) = largest^2 mean((std / largest)^2)
+                    # min(0.1 v, v_f) / spread_f^2 = min(0.1 v / spread_f^2, 1) (a constant feature, spread 1,
+                    # keeps 0.1 v), with v = mean(std^2) = largest^2 mean((std / largest)^2)
                     largest_std = float(std.max()) if d else 0.0
                     if largest_std > 0:
                         rate = 0.1 * float(np.mean((std / largest_std) ** 2)) * (largest_std / spread) ** 2
                     else:
                         rate = 0.1 / spread ** 2
-                    rate = np.minimum(rate, 1.0)
+                    rate = np.where(std > 0, np.minimum(rate, 1.0), rate)
                 elif np.ndim(self.rate) == 0:
                     rate = check_positive(self.rate, "NormalGamma rate") / spread ** 2
                 else:
