@@ -429,17 +429,17 @@ def test_gaussian_data_of_small_scale_is_clustered_as_at_unit_scale():
 
 def test_normal_inverse_wishart_default_psi_is_capped_at_each_features_variance_and_floored():
     X, z = gaussian_mixture(0, n=300, K=3, d=2)  # the clusters differ in the second feature only
-    X = np.column_stack([X * [100.0, 1.0], np.zeros(300)])  # a noise feature in other units, and a constant one
+    X = X * [100.0, 1.0]  # a noise feature in other units
     v = X.var(axis=0)
     np.testing.assert_allclose(np.diag(conjoined.NormalInverseWishart().fitted(X).psi),
-                               2 * np.array([0.1 * v.mean(), v[1], 0.1 * v.mean()]), rtol=1e-12)
-    assert conjoined.NormalInverseWishart(psi="sample").fitted(X).psi[0, 0] == pytest.approx(2 * 0.1 * v.mean())
-    assert adjusted_rand_score(z, conjoined.DPMM(n_iter=100, random_state=0).fit(X[:, :2]).labels_) == 1.0
+                               2 * np.array([0.1 * v.mean(), v[1]]), rtol=1e-12)
+    assert conjoined.NormalInverseWishart(psi="sample").fitted(X).psi[1, 1] == pytest.approx(2 * 0.1 * v.mean())
+    assert adjusted_rand_score(z, conjoined.DPMM(n_iter=100, random_state=0).fit(X).labels_) == 1.0
     # uncapped, the second feature's clusters are expected 50 times wider than the whole feature: one cluster
-    isotropic = conjoined.NormalInverseWishart(psi=2 * 0.1 * v[:2].mean() * np.eye(2))
-    assert conjoined.DPMM(prior=isotropic, n_iter=100, random_state=0).fit(X[:, :2]).n_clusters_ == 1
+    isotropic = conjoined.NormalInverseWishart(psi=2 * 0.1 * v.mean() * np.eye(2))
+    assert conjoined.DPMM(prior=isotropic, n_iter=100, random_state=0).fit(X).n_clusters_ == 1
     # a column of spread 1e-40 next to them: its psi entry is floored where the float32 kernels hold 1 / std
-    tiny = np.column_stack([X[:, :2], np.random.default_rng(1).normal(size=300) * 1e-40])
+    tiny = np.column_stack([X, np.random.default_rng(1).normal(size=300) * 1e-40])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with np.errstate(over="raise", invalid="raise", divide="raise"):
@@ -484,14 +484,15 @@ def test_sampled_scale_is_scale_free_and_traced():
     assert again.psi_scale_trace_ is not None and again.prior_.scale_floor == unit.prior_.scale_floor
 
 
-@pytest.mark.parametrize("case", ["constant column", "repeated points"])
+@pytest.mark.parametrize("case", ["dependent column", "repeated points"])
 def test_sampled_scale_on_data_in_a_flat_subspace_stops_at_its_floor(case):
-    """A constant column, or two points repeated: every cluster is flat in some direction, and p(s | X) would
-    pile up at s = 0; the scale stops at its floor and the fit ends with the right clusters."""
+    """A column the sum of two others, or two points repeated: every cluster is flat in some direction, and
+    p(s | X) would pile up at s = 0; the scale stops at its floor and the fit ends with the right clusters. (A
+    constant column, flat too, is left out of the fit.)"""
     rng = np.random.default_rng(0)
-    if case == "constant column":
-        X = np.column_stack([rng.normal(size=(200, 2)) + np.repeat([[0.0, 0.0], [9.0, 9.0]], 100, axis=0),
-                             np.ones(200)])
+    if case == "dependent column":
+        X = rng.normal(size=(200, 2)) + np.repeat([[0.0, 0.0], [9.0, 9.0]], 100, axis=0)
+        X = np.column_stack([X, X.sum(axis=1)])
     else:
         X = np.repeat([[0.0, 0.0], [5.0, 5.0]], 40, axis=0)
     truth = np.repeat([0, 1], X.shape[0] // 2)
@@ -900,13 +901,44 @@ def test_normal_gamma_keeps_features_of_any_scale():
 
 
 def test_normal_gamma_default_rate_is_a_tenth_of_the_mean_variance_capped_at_each_features():
-    X = np.random.default_rng(0).normal(size=(200, 4)) * [10.0, 1.0, 0.01, 0.0]
+    X = np.random.default_rng(0).normal(size=(200, 3)) * [10.0, 1.0, 0.01]
     prior = conjoined.NormalGamma().fitted(X)
     variance = X.var(axis=0)
     in_x_units = prior.rate * prior.spread ** 2
-    np.testing.assert_allclose(in_x_units[:3], np.minimum(0.1 * variance.mean(), variance[:3]), rtol=1e-12)
+    np.testing.assert_allclose(in_x_units, np.minimum(0.1 * variance.mean(), variance), rtol=1e-12)
     assert in_x_units[0] == pytest.approx(0.1 * variance.mean()) and in_x_units[2] == pytest.approx(variance[2])
-    assert in_x_units[3] == pytest.approx(0.1 * variance.mean())  # constant: kept (z is 0, any rate would do)
+
+
+@pytest.mark.parametrize("prior", [conjoined.NormalInverseWishart(), conjoined.NormalGamma()], ids=["full", "diagonal"])
+def test_constant_features_change_nothing(prior):
+    # exactly constant, a feature would add sum_k lgamma(n_k / 2 + ...) to the log marginal, which grows as n log n
+    # and merged these three clusters into one (full covariances; K = 4 and 7 on two seeds without it)
+    rng = np.random.default_rng(0)
+    z = np.arange(300) % 3
+    X = rng.normal(scale=6, size=(3, 2))[z] + rng.standard_normal((300, 2))
+    with_constants = np.column_stack([np.full(300, 3.0), X[:, 0], np.zeros(300), X[:, 1]])
+    plain = conjoined.DPMM(prior=prior, n_iter=50, random_state=0).fit(X)
+    model = conjoined.DPMM(prior=prior, n_iter=50, random_state=0).fit(with_constants)
+    assert model.n_clusters_ > 1
+    np.testing.assert_array_equal(model.labels_, plain.labels_)
+    np.testing.assert_allclose(model.log_posterior_trace_, plain.log_posterior_trace_, rtol=1e-14)
+    np.testing.assert_allclose(model.predict_proba(with_constants), plain.predict_proba(X), rtol=1e-12, atol=1e-300)
+    # the constant features' parameters: their value, no spread; the others' as without them
+    params, plain_params = model.cluster_params_, plain.cluster_params_
+    np.testing.assert_array_equal(params["mean"][:, [0, 2]], np.tile([3.0, 0.0], (model.n_clusters_, 1)))
+    np.testing.assert_allclose(params["mean"][:, [1, 3]], plain_params["mean"], rtol=1e-12)
+    if "covariance" in params:
+        assert params["covariance"].shape == (model.n_clusters_, 4, 4)
+        assert not params["covariance"][:, [0, 2]].any() and not params["covariance"][:, :, [0, 2]].any()
+        np.testing.assert_allclose(params["covariance"][:, 1::2, 1::2], plain_params["covariance"], rtol=1e-12)
+    else:
+        assert not params["variance"][:, [0, 2]].any()
+        np.testing.assert_allclose(params["variance"][:, [1, 3]], plain_params["variance"], rtol=1e-12)
+    # a fitted prior keeps its features, and names a data set of another width
+    again = conjoined.DPMM(prior=model.prior_, n_iter=5, random_state=0).fit(with_constants)
+    assert again.cluster_params_["mean"].shape == (again.n_clusters_, 4)
+    with pytest.raises(ValueError, match="X has 2 features; the fitted .* prior was fitted on 4"):
+        conjoined.DPMM(prior=model.prior_, n_iter=5).fit(X)
 
 
 def test_normal_gamma_with_a_tiny_shape_draws_finite_scores():

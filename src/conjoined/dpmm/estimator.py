@@ -190,7 +190,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     weights_ : (n_clusters_,) share of points in each cluster.
     cluster_params_ : dict of posterior-mean parameters per cluster: ``theta`` (K, d) for Multinomial, ``rate``
         (K, d) for PoissonGamma, ``mean`` (K, d) and ``covariance`` (K, d, d) for NormalInverseWishart, ``mean``
-        (K, d) and ``variance`` (K, d) for NormalGamma (in X's units).
+        (K, d) and ``variance`` (K, d) for NormalGamma (in X's units; a feature constant over X, which the
+        Gaussian priors leave out, has its value as mean and no variance).
     labels_trace_ : (n_iter, n_samples) int32 or None, labels after each iteration.
     warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.
@@ -321,6 +322,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         self._run(backend, prior, settings, rng, n_threads, checkpointer)
         if shift is not None:
             self._translate_results(shift)
+        self.cluster_params_ = self.prior_.expanded(self.cluster_params_)
         return self
 
     def _run(self, backend, prior, settings, rng, n_threads, checkpointer):
@@ -419,7 +421,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
                     np.ascontiguousarray(log_rate.T), offset,
                 )
             else:
-                scores = kernels.gaussian_log_likelihoods(raw, *self._expected_params)
+                scores = kernels.gaussian_log_likelihoods(self.prior_.kernel_data(raw), *self._expected_params)
         return scores + log_w
 
     def predict_proba(self, X):

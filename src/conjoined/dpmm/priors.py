@@ -127,6 +127,10 @@ class CountPrior(SparseKernelPrior):
         """X (n, d) as the kernels take it: CSR counts."""
         return X if sp.issparse(X) else sp.csr_matrix(X)
 
+    def expanded(self, params):
+        """``posterior_mean``'s parameters, which cover every feature of X."""
+        return params
+
 
 class Multinomial(CountPrior):
     """Multinomial likelihood with a symmetric Dirichlet(beta) prior on each cluster's feature distribution.
@@ -236,7 +240,10 @@ class NormalInverseWishart:
     weak enough (nu - d = 3) that a few dozen points override it. A psi proportional to the
     data covariance would be wrong: the covariance of a mixture is inflated exactly along the directions that
     separate its clusters. ``kappa`` = 0.01 keeps the prior on each cluster's mean weak, so that one point is
-    enough to locate a cluster.
+    enough to locate a cluster. Features constant over the data are left out of the likelihood (exactly constant,
+    a feature's zero scatter gives each cluster a term growing as n log n in its size, which merges clusters: three
+    clusters in 2-d became one); given ``mean`` and ``psi`` are taken over the other features, and a DPMM's
+    ``cluster_params_`` give a constant feature its value and no covariance.
 
     ``DPMM`` fits on the data centred at their mean, with this prior's mean moved alike (the model is the same),
     and moves the results back: the statistics are raw sums, which hold no digit of the spread of points far from
@@ -291,10 +298,23 @@ class NormalInverseWishart:
             )
 
     def fitted(self, X):
-        """A copy with the data-based defaults filled in; ValueError naming any invalid hyper-parameter."""
+        """A copy with the data-based defaults filled in, over X's varying features (class docstring); a fitted
+        prior (a model's ``prior_``) keeps its features. ValueError naming any invalid hyper-parameter."""
         kappa = check_positive(self.kappa, "NormalInverseWishart kappa")
+        if "features" in vars(self):
+            _check_feature_count(X, self.n_features, "NormalInverseWishart")
+            features, constants, given_mean, given_psi = self.features, self.constants, self.mean, self.psi
+        else:
+            d = X.shape[1]
+            features, constants = _varying_features(X)
+            given_mean = None if self.mean is None else _real_array(self.mean, "mean", (d,))[features]
+            given_psi = self.psi
+            if self.psi is not None and not isinstance(self.psi, str):
+                given_psi = _real_array(self.psi, "psi", (d, d))[np.ix_(features, features)]
+        n_features = X.shape[1]
+        X = X[:, features]
         d = X.shape[1]
-        mean = X.mean(axis=0) if self.mean is None else _real_array(self.mean, "mean", (d,))
+        mean = X.mean(axis=0) if given_mean is None else _real_array(given_mean, "mean", (d,))
         nu = d + 3.0 if self.nu is None else check_positive(self.nu, "NormalInverseWishart nu")
         if not nu > d - 1:
             raise ValueError(f"NormalInverseWishart nu must be > d - 1 = {d - 1}, got {nu}")
@@ -311,17 +331,17 @@ class NormalInverseWishart:
                 f"kernels (float32) to resolve (about {NARROWEST_SPAN:.0e} at least); rescale X, e.g. standardise "
                 "its columns"
             )
-        if self.psi is None or isinstance(self.psi, str):
+        if given_psi is None or isinstance(given_psi, str):
             variances = X.var(axis=0) if X.shape[0] > 1 else np.ones(d)
             variance = float(variances.mean()) if d else 1.0
             expected = np.full(d, 0.1 * variance if variance > 0 else 0.1)
-            if self.psi is None:  # the sampled scale is one number: it starts at the isotropic default
+            if given_psi is None:  # the sampled scale is one number: it starts at the isotropic default
                 # floored where float32 kernels still hold the precision factors (about 1 / std)
                 capped = np.maximum(np.minimum(expected, variances), NARROWEST_SPAN ** 2)
                 expected = np.where(variances > 0, capped, expected)
             psi = max(nu - d - 1.0, 1.0) * np.diag(expected)
         else:
-            psi = _real_array(self.psi, "psi", (d, d))
+            psi = _real_array(given_psi, "psi", (d, d))
         if np.abs(psi - psi.T).max() > 1e-8 * np.abs(psi).max():
             raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not symmetric")
         try:
@@ -330,14 +350,25 @@ class NormalInverseWishart:
             raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not positive "
                              "definite") from None
         fitted = NormalInverseWishart(kappa=kappa, mean=mean, nu=nu, psi=psi)
+        fitted.features, fitted.constants, fitted.n_features = features, constants, n_features
         if self.sampled_scale:
             # A fitted sampled prior (a model's prior_) goes on from its current scale and keeps its floor.
             fitted.scale_floor = vars(self).get("scale_floor", self.SCALE_FLOOR * float(psi[0, 0]))
         return fitted
 
     def kernel_data(self, X):
-        """X (n, d) as the kernels take it: dense, as given."""
-        return X
+        """X (n, d) as the kernels take it, for a fitted prior: dense, its varying features (X itself when all
+        vary)."""
+        _check_feature_count(X, self.n_features, "NormalInverseWishart")
+        return X if self.features.size == X.shape[1] else X[:, self.features]
+
+    def expanded(self, params):
+        """``posterior_mean``'s parameters of the varying features, as parameters of all X's features: a
+        constant feature has its value as mean and no (co)variance."""
+        mean = _with_constant_features(params["mean"], self.features, self.constants, self.n_features)
+        covariance = np.zeros(params["covariance"].shape[:-2] + (self.n_features, self.n_features))
+        covariance[..., self.features[:, None], self.features] = params["covariance"]
+        return {"mean": mean, "covariance": covariance}
 
     def with_scale(self, scale):
         """A copy of a fitted prior whose scale is sampled, with ``psi = scale * I``."""
@@ -349,8 +380,9 @@ class NormalInverseWishart:
 
     def _fitted_copy(self, mean, psi):
         copy = NormalInverseWishart(kappa=self.kappa, mean=mean, nu=self.nu, psi=psi)
-        if "scale_floor" in vars(self):
-            copy.scale_floor = self.scale_floor
+        for fitted_attribute in ("features", "constants", "n_features", "scale_floor"):
+            if fitted_attribute in vars(self):
+                setattr(copy, fitted_attribute, getattr(self, fitted_attribute))
         return copy
 
     def resampled(self, cluster_stats, rng):
@@ -455,7 +487,8 @@ class NormalGamma(SparseKernelPrior):
     variance, a cluster's variance in a feature is on average at most the feature's), weak (shape 2: a few points
     override it); ``kappa`` = 0.01. Without the cap the prior would hold the clusters' variance far above the data's in
     features of small spread (the last of 60 principal components, or a feature in other units), which the
-    points cannot override. ``rate`` may also be given, one number or an array of d rates.
+    points cannot override. ``rate`` may also be given, one number or an array of d rates. Features constant
+    over the data are left out, as by ``NormalInverseWishart``.
 
     log m(X_k) = sum_f [lgamma(a_n) - lgamma(a) + a log b_f - a_n log b_nf + log(kappa / kappa_n) / 2]
     - n d log(2 pi) / 2, with kappa_n = kappa + n, a_n = a + n / 2, mu_nf = (kappa m_f + S_f) / kappa_n and
@@ -492,18 +525,29 @@ class NormalGamma(SparseKernelPrior):
             raise ValueError("NormalGamma prior needs dense data; got a sparse matrix")
 
     def fitted(self, X):
-        """A copy with the data-based defaults, the centring, spreads and grid filled in (class docstring): a
-        fitted prior (a model's ``prior_``) keeps its coordinates and takes a grid for X. ValueError naming any
-        invalid hyper-parameter."""
+        """A copy with the data-based defaults, the varying features, their centring, spreads and grid filled in
+        (class docstring): a fitted prior (a model's ``prior_``) keeps its features and coordinates and takes a
+        grid for X. ValueError naming any invalid hyper-parameter."""
         kappa = check_positive(self.kappa, "NormalGamma kappa")
         shape = 2.0 if self.shape is None else check_positive(self.shape, "NormalGamma shape")
         n, d = X.shape
+        n_features = d
         X = np.asarray(X, dtype=np.float64)
         fitted = vars(self).get("center") is not None
         if fitted:
+            _check_feature_count(X, self.n_features, "NormalGamma")
+            features, constants = self.features, self.constants
+            X = X[:, features]
             center, spread = self.center, self.spread
             mean, rate = self.mean, self.rate
         else:
+            features, constants = _varying_features(X)
+            given_mean = None if self.mean is None else _real_array(self.mean, "mean", (d,), "NormalGamma")[features]
+            given_rate = self.rate
+            if self.rate is not None and np.ndim(self.rate) != 0:
+                given_rate = _real_array(self.rate, "rate", (d,), "NormalGamma")[features]
+            X = X[:, features]
+            d = X.shape[1]
             center = X.mean(axis=0) if n else np.zeros(d)
             deviation = X - center
             # the standard deviation of deviation / top, times top: neither squares of huge values overflow nor
@@ -512,25 +556,23 @@ class NormalGamma(SparseKernelPrior):
             top = np.where(top > 0, top, 1.0)
             std = top * (deviation / top).std(axis=0) if n > 1 else np.zeros(d)
             spread = np.where(std > 0, std, 1.0)
-            mean = (np.zeros(d) if self.mean is None
-                    else (_real_array(self.mean, "mean", (d,), "NormalGamma") - center) / spread)
+            mean = np.zeros(d) if given_mean is None else (given_mean - center) / spread
             with np.errstate(over="ignore", under="ignore"):
-                if self.rate is None:
-                    # min(0.1 v, v_f) / spread_f^2 = min(0.1 v / spread_f^2, 1) (a constant feature, spread 1,
-                    # keeps 0.1 v), with v = mean(std^2) = largest^2 mean((std / largest)^2)
+                if given_rate is None:
+                    # min(0.1 v, v_f) / spread_f^2 = min(0.1 v / spread_f^2, 1) (constant features, all of them
+                    # then, spread 1, keep 0.1 v), with v = mean(std^2) = largest^2 mean((std / largest)^2)
                     largest_std = float(std.max()) if d else 0.0
                     if largest_std > 0:
                         rate = 0.1 * float(np.mean((std / largest_std) ** 2)) * (largest_std / spread) ** 2
                     else:
                         rate = 0.1 / spread ** 2
                     rate = np.where(std > 0, np.minimum(rate, 1.0), rate)
-                elif np.ndim(self.rate) == 0:
-                    rate = check_positive(self.rate, "NormalGamma rate") / spread ** 2
+                elif np.ndim(given_rate) == 0:
+                    rate = check_positive(given_rate, "NormalGamma rate") / spread ** 2
                 else:
-                    rate = _real_array(self.rate, "rate", (d,), "NormalGamma")
-                    if not np.all(rate > 0):
+                    if not np.all(given_rate > 0):
                         raise ValueError("NormalGamma rate must be positive in every feature")
-                    rate = rate / spread ** 2
+                    rate = given_rate / spread ** 2
         if not np.all(np.isfinite(rate) & (rate > 0)):
             raise ValueError("NormalGamma rate, in units of each feature's variance, leaves the float range "
                              "(features whose spreads differ by 1e150 and more, or a rate far from them); rescale "
@@ -549,16 +591,19 @@ class NormalGamma(SparseKernelPrior):
                 "of the points")
         copy = NormalGamma(kappa=kappa, mean=mean, shape=shape, rate=np.array(rate, dtype=np.float64))
         copy.center, copy.spread, copy.grid = center, spread, grid
+        copy.features, copy.constants, copy.n_features = features, constants, n_features
         return copy
 
     def kernel_data(self, X):
         """X (n, d) as the kernels take it, for a fitted prior: CSR rows (z, z^2), z on the grid (class
         docstring), every entry stored (zeros too), indices sorted. ValueError if z^2 overflows (values far beyond
         the fitted data's)."""
+        _check_feature_count(X, self.n_features, "NormalGamma")
+        X = np.asarray(X, dtype=np.float64)[:, self.features]
         n, d = X.shape
         step = 2.0 ** self.grid
         with np.errstate(over="ignore", invalid="ignore"):
-            z = np.round((np.asarray(X, dtype=np.float64) - self.center) / self.spread * step) / step
+            z = np.round((X - self.center) / self.spread * step) / step
             values = np.concatenate([z, z * z], axis=1)
         if not np.all(np.isfinite(values)):
             raise ValueError("X has values too far from the NormalGamma prior's fitted data for its scores (their "
@@ -603,12 +648,47 @@ class NormalGamma(SparseKernelPrior):
         denom = np.where(a_n > 1.0, a_n - 1.0, a_n)[..., None]
         return {"mean": mu_n * self.spread + self.center, "variance": b_n / denom * self.spread ** 2}
 
+    def expanded(self, params):
+        """``posterior_mean``'s parameters of the varying features, as parameters of all X's features: a
+        constant feature has its value as mean and variance 0."""
+        mean = _with_constant_features(params["mean"], self.features, self.constants, self.n_features)
+        variance = np.zeros(mean.shape)
+        variance[..., self.features] = params["variance"]
+        return {"mean": mean, "variance": variance}
+
     def expected_params(self, stats):
         """The kernels' ``(log_rate, offset)`` of Gaussians at the posterior means of mu and tau (a_n / b_n)."""
         _, mu_n, a_n, b_n = self.posterior(stats)
         tau = a_n[..., None] / b_n
         offset = 0.5 * (np.log(tau) - tau * mu_n ** 2).sum(axis=-1) - 0.5 * mu_n.shape[-1] * np.log(2.0 * np.pi)
         return np.concatenate([mu_n * tau, -0.5 * tau], axis=-1), offset
+
+
+def _varying_features(X):
+    """``(features, constants)``: the indices of X's (n, d) columns that vary (all of them when none does) and
+    the values of the others. A constant feature tells nothing of the clusters, and in a Gaussian likelihood whose
+    variances are unknown its zero scatter gives each cluster a term growing as n log n in its size, which merges
+    clusters: the Gaussian priors leave such features out."""
+    varies = X.max(axis=0) > X.min(axis=0) if X.shape[0] else np.zeros(X.shape[1], dtype=bool)
+    if not varies.any():
+        varies[:] = True
+    return np.flatnonzero(varies), (X[0, ~varies] if X.shape[0] else np.zeros(0))
+
+
+def _with_constant_features(means, features, constants, n_features):
+    """Means (..., len(features)) of the varying ``features`` as means (..., n_features) of every feature, the
+    others at their ``constants``."""
+    constant = np.ones(n_features, dtype=bool)
+    constant[features] = False
+    full = np.empty(means.shape[:-1] + (n_features,))
+    full[..., features] = means
+    full[..., constant] = constants
+    return full
+
+
+def _check_feature_count(X, n_features, prior):
+    if X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features; the fitted {prior} prior was fitted on {n_features}")
 
 
 def _real_array(value, name, shape, prior="NormalInverseWishart"):
