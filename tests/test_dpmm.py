@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import check_dataframe_column_names_consiste
 
 import conjoined
 from conjoined.dpmm import backends, sampler
-from conjoined.dpmm.priors import SufficientStats, sample_log_dirichlet
+from conjoined.dpmm.priors import SufficientStats, default_prior, sample_log_dirichlet
 from conjoined.dpmm.sampler import merge_log_ratio, split_log_ratio
 
 
@@ -484,18 +484,13 @@ def test_sampled_scale_is_scale_free_and_traced():
     assert again.psi_scale_trace_ is not None and again.prior_.scale_floor == unit.prior_.scale_floor
 
 
-@pytest.mark.parametrize("case", ["dependent column", "repeated points"])
-def test_sampled_scale_on_data_in_a_flat_subspace_stops_at_its_floor(case):
-    """A column the sum of two others, or two points repeated: every cluster is flat in some direction, and
-    p(s | X) would pile up at s = 0; the scale stops at its floor and the fit ends with the right clusters. (A
-    constant column, flat too, is left out of the fit.)"""
-    rng = np.random.default_rng(0)
-    if case == "dependent column":
-        X = rng.normal(size=(200, 2)) + np.repeat([[0.0, 0.0], [9.0, 9.0]], 100, axis=0)
-        X = np.column_stack([X, X.sum(axis=1)])
-    else:
-        X = np.repeat([[0.0, 0.0], [5.0, 5.0]], 40, axis=0)
-    truth = np.repeat([0, 1], X.shape[0] // 2)
+def test_sampled_scale_on_data_in_a_flat_subspace_stops_at_its_floor():
+    """Three points repeated: every cluster is flat, and p(s | X) would pile up at s = 0; the scale stops at its
+    floor and the fit ends with the right clusters. (Columns constant, or linear functions of others, flat for the
+    whole data, as two points repeated are, are left out of the fit: ``FeatureMap``.)"""
+    points = 3
+    X = np.repeat([[0.0, 0.0], [5.0, 5.0], [0.0, 5.0]], 40, axis=0)
+    truth = np.repeat(np.arange(points), 40)
     model = conjoined.DPMM(n_iter=40, random_state=0, prior=conjoined.NormalInverseWishart(psi="sample")).fit(X)
     assert np.all(model.psi_scale_trace_ >= model.prior_.scale_floor)
     assert np.all(model.psi_scale_trace_[-20:] <= 1.5 * model.prior_.scale_floor)  # held near it (start: 1000x)
@@ -909,7 +904,8 @@ def test_normal_gamma_default_rate_is_a_tenth_of_the_mean_variance_capped_at_eac
     assert in_x_units[0] == pytest.approx(0.1 * variance.mean()) and in_x_units[2] == pytest.approx(variance[2])
 
 
-@pytest.mark.parametrize("prior", [conjoined.NormalInverseWishart(), conjoined.NormalGamma()], ids=["full", "diagonal"])
+@pytest.mark.parametrize("prior", [conjoined.NormalInverseWishart(), conjoined.NormalGamma()],
+                         ids=["full", "diagonal"])
 def test_constant_features_change_nothing(prior):
     # exactly constant, a feature would add sum_k lgamma(n_k / 2 + ...) to the log marginal, which grows as n log n
     # and merged these three clusters into one (full covariances; K = 4 and 7 on two seeds without it)
@@ -939,6 +935,63 @@ def test_constant_features_change_nothing(prior):
     assert again.cluster_params_["mean"].shape == (again.n_clusters_, 4)
     with pytest.raises(ValueError, match="X has 2 features; the fitted .* prior was fitted on 4"):
         conjoined.DPMM(prior=model.prior_, n_iter=5).fit(X)
+
+
+def three_clusters_2d():
+    rng = np.random.default_rng(0)
+    z = np.arange(300) % 3
+    return rng.normal(scale=6, size=(3, 2))[z] + rng.standard_normal((300, 2)), z
+
+
+@pytest.mark.parametrize("extra", ["sum", "nearly the sum", "proportions"])
+def test_full_covariances_leave_out_columns_that_are_linear_functions_of_others(extra):
+    # a direction flat for the whole data is flat for every cluster: like a constant column it merged the clusters
+    # (K = 1 on seeds 0 and 1 with the sum column or it plus 1e-6 noise; proportions summing to 1: K = 2)
+    X, z = three_clusters_2d()
+    if extra == "proportions":
+        X = np.exp(np.column_stack([X, np.zeros(300)]) / 4)
+        X, kept = X / X.sum(axis=1, keepdims=True), X[:, :2] / X.sum(axis=1, keepdims=True)
+    else:
+        noise = 1e-6 * np.random.default_rng(1).normal(size=300) if extra == "nearly the sum" else 0.0
+        X, kept = np.column_stack([X, X.sum(axis=1) + noise]), X
+    model = conjoined.DPMM(n_iter=50, random_state=0).fit(X)
+    plain = conjoined.DPMM(n_iter=50, random_state=0).fit(kept)
+    assert "feature_map" not in vars(plain.prior_)  # nothing left out: the fitted prior is as before
+    np.testing.assert_array_equal(model.prior_.feature_map.features, [0, 1])
+    np.testing.assert_array_equal(model.labels_, plain.labels_)
+    assert model.n_clusters_ > 1
+    # the left-out column's parameters are those of its function of the others
+    mean, covariance = model.cluster_params_["mean"], model.cluster_params_["covariance"]
+    np.testing.assert_allclose(mean[:, :2], plain.cluster_params_["mean"], rtol=1e-10)
+    if extra == "sum":
+        np.testing.assert_allclose(mean[:, 2], mean[:, :2].sum(axis=1), rtol=1e-10)
+        np.testing.assert_allclose(covariance[:, 2, 2], covariance[:, :2, :2].sum(axis=(1, 2)), rtol=1e-10)
+    np.testing.assert_allclose(model.predict_proba(X), plain.predict_proba(kept), rtol=1e-9, atol=1e-300)
+
+
+def test_a_fitted_prior_refuses_data_where_a_left_out_column_varies():
+    X, _ = three_clusters_2d()
+    for prior in (conjoined.NormalInverseWishart(), conjoined.NormalGamma()):
+        fitted = conjoined.DPMM(prior=prior, n_iter=5, random_state=0).fit(np.column_stack([X, np.full(300, 3.0)]))
+        changed = np.column_stack([X, 3.0 + np.random.default_rng(1).normal(size=300)])
+        with pytest.raises(ValueError, match=r"left out X's column\(s\) \[2\], constant or a linear function"):
+            conjoined.DPMM(prior=fitted.prior_, n_iter=5).fit(changed)
+        with pytest.raises(ValueError, match=r"left out X's column\(s\) \[2\]"):
+            conjoined.DPMM(prior=fitted.prior_, n_iter=5).fit(np.column_stack([X, np.full(300, 4.0)]))
+
+
+def test_given_hyper_parameters_are_checked_before_constant_columns_are_left_out():
+    X = np.column_stack([three_clusters_2d()[0], np.zeros(300)])
+    with pytest.raises(ValueError, match="psi must be symmetric positive definite; it is not positive definite"):
+        conjoined.DPMM(prior=conjoined.NormalInverseWishart(psi=np.diag([1.0, 1.0, -1.0])), n_iter=2).fit(X)
+    with pytest.raises(ValueError, match="NormalGamma rate must be positive in every feature"):
+        conjoined.DPMM(prior=conjoined.NormalGamma(rate=[1.0, 1.0, -1.0]), n_iter=2).fit(X)
+
+
+def test_the_default_prior_counts_varying_features():
+    X = np.random.default_rng(0).normal(size=(100, 48))
+    assert isinstance(default_prior(np.column_stack([X, np.ones((100, 2))])), conjoined.NormalInverseWishart)
+    assert isinstance(default_prior(np.column_stack([X, X[:, :2]])), conjoined.NormalGamma)
 
 
 def test_normal_gamma_with_a_tiny_shape_draws_finite_scores():

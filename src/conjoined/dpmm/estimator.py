@@ -190,8 +190,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     weights_ : (n_clusters_,) share of points in each cluster.
     cluster_params_ : dict of posterior-mean parameters per cluster: ``theta`` (K, d) for Multinomial, ``rate``
         (K, d) for PoissonGamma, ``mean`` (K, d) and ``covariance`` (K, d, d) for NormalInverseWishart, ``mean``
-        (K, d) and ``variance`` (K, d) for NormalGamma (in X's units; a feature constant over X, which the
-        Gaussian priors leave out, has its value as mean and no variance).
+        (K, d) and ``variance`` (K, d) for NormalGamma (in X's units; a column the Gaussian priors leave out,
+        constant over X or for full covariances a linear function of others, has that function of the others'
+        parameters: a constant has its value as mean and no variance).
     labels_trace_ : (n_iter, n_samples) int32 or None, labels after each iteration.
     warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.

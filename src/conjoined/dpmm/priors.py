@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import solve_triangular
 from scipy.special import gammaincc, gammainccinv, gammaln
 
 from .._validation import check_non_negative, check_positive
@@ -240,10 +241,12 @@ class NormalInverseWishart:
     weak enough (nu - d = 3) that a few dozen points override it. A psi proportional to the
     data covariance would be wrong: the covariance of a mixture is inflated exactly along the directions that
     separate its clusters. ``kappa`` = 0.01 keeps the prior on each cluster's mean weak, so that one point is
-    enough to locate a cluster. Features constant over the data are left out of the likelihood (exactly constant,
-    a feature's zero scatter gives each cluster a term growing as n log n in its size, which merges clusters: three
-    clusters in 2-d became one); given ``mean`` and ``psi`` are taken over the other features, and a DPMM's
-    ``cluster_params_`` give a constant feature its value and no covariance.
+    enough to locate a cluster. Columns constant over the data, or linear functions of the columns before them,
+    are left out of the likelihood (``FeatureMap``: a direction in which the data are flat merges clusters;
+    three clusters in 2-d became one with a constant column or a column that is the others' sum); given
+    ``mean`` and ``psi`` are checked, then taken over the other columns; a DPMM's ``cluster_params_`` give a
+    left-out column its function of the others (a constant: its value, no covariance), and its predictions
+    ignore it. A fitted prior given new data where such a column is no longer that function refuses them.
 
     ``DPMM`` fits on the data centred at their mean, with this prior's mean moved alike (the model is the same),
     and moves the results back: the statistics are raw sums, which hold no digit of the spread of points far from
@@ -254,8 +257,8 @@ class NormalInverseWishart:
     ``psi="sample"`` makes the clusters' common scale a parameter of the model: ``psi = s I`` with the scale-free
     prior p(s) proportional to 1/s, started at the default above without its cap, and the sampler draws s with
     the partition (``resampled``: each cluster's Sigma_k from its posterior, then s | Sigma_1..K ~ Gamma(K nu d /
-    2, rate sum_k tr(Sigma_k^-1) / 2), truncated to s >= 1e-3 times the starting scale (``SCALE_FLOOR``): data in a flat
-    subspace, such as a constant column, would otherwise pull s to 0; the chain targets p(partition, s | X)). For
+    2, rate sum_k tr(Sigma_k^-1) / 2), truncated to s >= 1e-3 times the starting scale (``SCALE_FLOOR``): data
+    in a flat subspace, such as points repeated, would otherwise pull s to 0; the chain targets p(partition, s | X)). For
     embeddings of tens of dimensions whose clusters overlap, where a tenth of the data's spread cuts each cluster
     into many tight pieces: on pbmc68k's 50 principal components the posterior mode of K falls from 33-44 to 10-13
     (10 cell types), NMI 0.53 -> 0.63-0.66, and on a 50-d mixture of 15 well-separated clusters it finds the 15
@@ -301,18 +304,20 @@ class NormalInverseWishart:
         """A copy with the data-based defaults filled in, over X's varying features (class docstring); a fitted
         prior (a model's ``prior_``) keeps its features. ValueError naming any invalid hyper-parameter."""
         kappa = check_positive(self.kappa, "NormalInverseWishart kappa")
-        if "features" in vars(self):
-            _check_feature_count(X, self.n_features, "NormalInverseWishart")
-            features, constants, given_mean, given_psi = self.features, self.constants, self.mean, self.psi
+        if "feature_map" in vars(self):
+            features, given_mean, given_psi = self.feature_map, self.mean, self.psi
+            kept_columns = features.select(X, "NormalInverseWishart")
+            features.check_holds(X, "NormalInverseWishart")
+            X = kept_columns
         else:
             d = X.shape[1]
-            features, constants = _varying_features(X)
-            given_mean = None if self.mean is None else _real_array(self.mean, "mean", (d,))[features]
+            features = map_features(X, linear=True)
+            kept = features.features
+            given_mean = None if self.mean is None else _real_array(self.mean, "mean", (d,))[kept]
             given_psi = self.psi
             if self.psi is not None and not isinstance(self.psi, str):
-                given_psi = _real_array(self.psi, "psi", (d, d))[np.ix_(features, features)]
-        n_features = X.shape[1]
-        X = X[:, features]
+                given_psi = _checked_psi(_real_array(self.psi, "psi", (d, d)))[np.ix_(kept, kept)]
+            X = X[:, kept]
         d = X.shape[1]
         mean = X.mean(axis=0) if given_mean is None else _real_array(given_mean, "mean", (d,))
         nu = d + 3.0 if self.nu is None else check_positive(self.nu, "NormalInverseWishart nu")
@@ -341,34 +346,25 @@ class NormalInverseWishart:
                 expected = np.where(variances > 0, capped, expected)
             psi = max(nu - d - 1.0, 1.0) * np.diag(expected)
         else:
-            psi = _real_array(given_psi, "psi", (d, d))
-        if np.abs(psi - psi.T).max() > 1e-8 * np.abs(psi).max():
-            raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not symmetric")
-        try:
-            np.linalg.cholesky(psi)
-        except np.linalg.LinAlgError:
-            raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not positive "
-                             "definite") from None
+            psi = _checked_psi(_real_array(given_psi, "psi", (d, d)))
         fitted = NormalInverseWishart(kappa=kappa, mean=mean, nu=nu, psi=psi)
-        fitted.features, fitted.constants, fitted.n_features = features, constants, n_features
+        if features.drops:
+            fitted.feature_map = features
         if self.sampled_scale:
             # A fitted sampled prior (a model's prior_) goes on from its current scale and keeps its floor.
             fitted.scale_floor = vars(self).get("scale_floor", self.SCALE_FLOOR * float(psi[0, 0]))
         return fitted
 
     def kernel_data(self, X):
-        """X (n, d) as the kernels take it, for a fitted prior: dense, its varying features (X itself when all
-        vary)."""
-        _check_feature_count(X, self.n_features, "NormalInverseWishart")
-        return X if self.features.size == X.shape[1] else X[:, self.features]
+        """X (n, d) as the kernels take it, for a fitted prior: dense, its kept columns (``FeatureMap``; X itself
+        when all are kept)."""
+        return FeatureMap.of(self, self.mean.shape[0]).select(X, "NormalInverseWishart")
 
     def expanded(self, params):
-        """``posterior_mean``'s parameters of the varying features, as parameters of all X's features: a
-        constant feature has its value as mean and no (co)variance."""
-        mean = _with_constant_features(params["mean"], self.features, self.constants, self.n_features)
-        covariance = np.zeros(params["covariance"].shape[:-2] + (self.n_features, self.n_features))
-        covariance[..., self.features[:, None], self.features] = params["covariance"]
-        return {"mean": mean, "covariance": covariance}
+        """``posterior_mean``'s parameters of the kept columns as parameters of all X's columns: a dropped column
+        is its linear function of the kept ones (a constant one: its value, no covariance)."""
+        features = FeatureMap.of(self, self.mean.shape[0])
+        return {"mean": features.means(params["mean"]), "covariance": features.covariances(params["covariance"])}
 
     def with_scale(self, scale):
         """A copy of a fitted prior whose scale is sampled, with ``psi = scale * I``."""
@@ -380,7 +376,7 @@ class NormalInverseWishart:
 
     def _fitted_copy(self, mean, psi):
         copy = NormalInverseWishart(kappa=self.kappa, mean=mean, nu=self.nu, psi=psi)
-        for fitted_attribute in ("features", "constants", "n_features", "scale_floor"):
+        for fitted_attribute in ("feature_map", "scale_floor"):
             if fitted_attribute in vars(self):
                 setattr(copy, fitted_attribute, getattr(self, fitted_attribute))
         return copy
@@ -482,13 +478,14 @@ class NormalGamma(SparseKernelPrior):
 
     Data-based defaults (``None``), as ``NormalInverseWishart``'s: ``mean`` = the data mean, ``shape`` = 2 and
     ``rate_f`` = min(0.1 v, v_f), v the data's mean per-feature variance (1 if that is 0) and v_f feature f's
-    (0.1 v for a constant feature): with the default shape, a prior expected variance (rate / (shape - 1)) of a
-    tenth of the data's mean spread, but never more than the feature's own variance (by the law of total
-    variance, a cluster's variance in a feature is on average at most the feature's), weak (shape 2: a few points
-    override it); ``kappa`` = 0.01. Without the cap the prior would hold the clusters' variance far above the data's in
-    features of small spread (the last of 60 principal components, or a feature in other units), which the
-    points cannot override. ``rate`` may also be given, one number or an array of d rates. Features constant
-    over the data are left out, as by ``NormalInverseWishart``.
+    (0.1 v when every feature is constant): with the default shape, a prior expected variance (rate / (shape -
+    1)) of a tenth of the data's mean spread, but never more than the feature's own variance (by the law of
+    total variance, a cluster's variance in a feature is on average at most the feature's), weak (shape 2: a
+    few points override it); ``kappa`` = 0.01. Without the cap the prior would hold the clusters' variance far
+    above the data's in features of small spread (the last of 60 principal components, or a feature in other
+    units), which the points cannot override. ``rate`` may also be given, one number or an array of d rates.
+    Features constant over the data are left out (``FeatureMap``), unless all are; linear dependences do not
+    matter here.
 
     log m(X_k) = sum_f [lgamma(a_n) - lgamma(a) + a log b_f - a_n log b_nf + log(kappa / kappa_n) / 2]
     - n d log(2 pi) / 2, with kappa_n = kappa + n, a_n = a + n / 2, mu_nf = (kappa m_f + S_f) / kappa_n and
@@ -496,8 +493,8 @@ class NormalGamma(SparseKernelPrior):
 
     A point's log density under a cluster's (mu, tau) is linear in (x, x^2): sum_f [x_f mu_f tau_f - x_f^2 tau_f
     / 2] + offset. So the sampler runs this prior through the count kernels, on rows (z, z^2) of CSR data
-    (``kernel_data``): z_f is feature f centred at its mean and divided by its standard deviation (1 for a
-    constant feature), with the prior's mean and rates moved alike (the same model: a precision of x_f is one of
+    (``kernel_data``): z_f is feature f centred at its mean and divided by its standard deviation (1 when every
+    feature is constant), with the prior's mean and rates moved alike (the same model: a precision of x_f is one of
     z_f divided by the variance), then rounded to a multiple of 2^-g (``grid``): sums of such values are exact in
     any order, so the same seed gives the same result for any number of threads or workers. g is the largest (up
     to 20) that keeps every feature's sum of z^2, about n, below 2^(52 - 2g): 20 up to 4,096 points, 16 for a
@@ -531,22 +528,26 @@ class NormalGamma(SparseKernelPrior):
         kappa = check_positive(self.kappa, "NormalGamma kappa")
         shape = 2.0 if self.shape is None else check_positive(self.shape, "NormalGamma shape")
         n, d = X.shape
-        n_features = d
         X = np.asarray(X, dtype=np.float64)
         fitted = vars(self).get("center") is not None
         if fitted:
-            _check_feature_count(X, self.n_features, "NormalGamma")
-            features, constants = self.features, self.constants
-            X = X[:, features]
+            features = FeatureMap.of(self, self.center.shape[0])
+            kept_columns = features.select(X, "NormalGamma")
+            features.check_holds(X, "NormalGamma")
+            X = kept_columns
             center, spread = self.center, self.spread
             mean, rate = self.mean, self.rate
         else:
-            features, constants = _varying_features(X)
-            given_mean = None if self.mean is None else _real_array(self.mean, "mean", (d,), "NormalGamma")[features]
+            features = map_features(X, linear=False)
+            kept = features.features
+            given_mean = None if self.mean is None else _real_array(self.mean, "mean", (d,), "NormalGamma")[kept]
             given_rate = self.rate
             if self.rate is not None and np.ndim(self.rate) != 0:
-                given_rate = _real_array(self.rate, "rate", (d,), "NormalGamma")[features]
-            X = X[:, features]
+                given_rate = _real_array(self.rate, "rate", (d,), "NormalGamma")
+                if not np.all(given_rate > 0):
+                    raise ValueError("NormalGamma rate must be positive in every feature")
+                given_rate = given_rate[kept]
+            X = X[:, kept]
             d = X.shape[1]
             center = X.mean(axis=0) if n else np.zeros(d)
             deviation = X - center
@@ -570,8 +571,6 @@ class NormalGamma(SparseKernelPrior):
                 elif np.ndim(given_rate) == 0:
                     rate = check_positive(given_rate, "NormalGamma rate") / spread ** 2
                 else:
-                    if not np.all(given_rate > 0):
-                        raise ValueError("NormalGamma rate must be positive in every feature")
                     rate = given_rate / spread ** 2
         if not np.all(np.isfinite(rate) & (rate > 0)):
             raise ValueError("NormalGamma rate, in units of each feature's variance, leaves the float range "
@@ -591,15 +590,15 @@ class NormalGamma(SparseKernelPrior):
                 "of the points")
         copy = NormalGamma(kappa=kappa, mean=mean, shape=shape, rate=np.array(rate, dtype=np.float64))
         copy.center, copy.spread, copy.grid = center, spread, grid
-        copy.features, copy.constants, copy.n_features = features, constants, n_features
+        if features.drops:
+            copy.feature_map = features
         return copy
 
     def kernel_data(self, X):
         """X (n, d) as the kernels take it, for a fitted prior: CSR rows (z, z^2), z on the grid (class
         docstring), every entry stored (zeros too), indices sorted. ValueError if z^2 overflows (values far beyond
         the fitted data's)."""
-        _check_feature_count(X, self.n_features, "NormalGamma")
-        X = np.asarray(X, dtype=np.float64)[:, self.features]
+        X = FeatureMap.of(self, self.center.shape[0]).select(np.asarray(X, dtype=np.float64), "NormalGamma")
         n, d = X.shape
         step = 2.0 ** self.grid
         with np.errstate(over="ignore", invalid="ignore"):
@@ -649,12 +648,10 @@ class NormalGamma(SparseKernelPrior):
         return {"mean": mu_n * self.spread + self.center, "variance": b_n / denom * self.spread ** 2}
 
     def expanded(self, params):
-        """``posterior_mean``'s parameters of the varying features, as parameters of all X's features: a
-        constant feature has its value as mean and variance 0."""
-        mean = _with_constant_features(params["mean"], self.features, self.constants, self.n_features)
-        variance = np.zeros(mean.shape)
-        variance[..., self.features] = params["variance"]
-        return {"mean": mean, "variance": variance}
+        """``posterior_mean``'s parameters of the varying columns as parameters of all X's columns: a constant
+        column has its value as mean and variance 0."""
+        features = FeatureMap.of(self, self.center.shape[0])
+        return {"mean": features.means(params["mean"]), "variance": features.variances(params["variance"])}
 
     def expected_params(self, stats):
         """The kernels' ``(log_rate, offset)`` of Gaussians at the posterior means of mu and tau (a_n / b_n)."""
@@ -664,31 +661,132 @@ class NormalGamma(SparseKernelPrior):
         return np.concatenate([mu_n * tau, -0.5 * tau], axis=-1), offset
 
 
-def _varying_features(X):
-    """``(features, constants)``: the indices of X's (n, d) columns that vary (all of them when none does) and
-    the values of the others. A constant feature tells nothing of the clusters, and in a Gaussian likelihood whose
-    variances are unknown its zero scatter gives each cluster a term growing as n log n in its size, which merges
-    clusters: the Gaussian priors leave such features out."""
-    varies = X.max(axis=0) > X.min(axis=0) if X.shape[0] else np.zeros(X.shape[1], dtype=bool)
+# Residual variance, as a share of a standardised column's, below which the full-covariance prior takes the column
+# for a linear function of those before it: the float32 kernels resolve directions of the data down to about
+# 1e-5 of its spread (variance 1e-10), and a direction flat for every cluster merges them (``FeatureMap``).
+DEPENDENT_RESIDUAL = 1e-10
+
+
+class FeatureMap(NamedTuple):
+    """The columns of X (n, ``n_features``) a Gaussian prior fits, ``features``, and the others as linear functions
+    of them: X[:, dropped] = intercepts + X[:, features] @ coefficients.T, ``dropped`` the other indices in order.
+
+    A column constant over the data tells nothing of the clusters, and in a Gaussian likelihood whose variances
+    are unknown its zero scatter gives each cluster a term growing as n log n in its size, which merges clusters;
+    for full covariances the same holds of any direction in which the data are flat (a column that is a sum of
+    others, proportions that sum to 1). So both Gaussian priors leave constant columns out, and
+    ``NormalInverseWishart`` also each column that is a linear function of the columns kept before it. (The same
+    term arises wherever a cluster, not the whole data, has no spread: binary or sparse features, whose clusters
+    can be all zeros in a feature, are merged the same way; counts belong to ``Multinomial``.)"""
+
+    features: np.ndarray  # (n_kept,) int
+    coefficients: np.ndarray  # (n_dropped, n_kept)
+    intercepts: np.ndarray  # (n_dropped,)
+    n_features: int
+
+    @classmethod
+    def of(cls, prior, n_features):
+        """A fitted prior's map (kept as its ``feature_map`` only where it leaves columns out), or the identity."""
+        kept = vars(prior).get("feature_map")
+        return kept if kept is not None else cls(np.arange(n_features), np.zeros((0, n_features)), np.zeros(0),
+                                                 n_features)
+
+    @property
+    def drops(self):
+        return self.features.size < self.n_features
+
+    @property
+    def dropped(self):
+        kept = np.zeros(self.n_features, dtype=bool)
+        kept[self.features] = True
+        return np.flatnonzero(~kept)
+
+    def select(self, X, prior):
+        """X's kept columns (X itself when all are kept); ValueError naming a width other than the fitted one."""
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"X has {X.shape[1]} features; the fitted {prior} prior was fitted on {self.n_features}")
+        return X if self.features.size == X.shape[1] else X[:, self.features]
+
+    def check_holds(self, X, prior):
+        """ValueError if a column left out is not, in X, the function of the kept ones it was (a fitted prior
+        given new data): the new fit would ignore what it holds."""
+        if not self.drops or not X.shape[0]:
+            return
+        dropped = X[:, self.dropped]
+        deviation = dropped - (self.intercepts + X[:, self.features] @ self.coefficients.T)
+        spread = np.sqrt(((dropped - dropped.mean(axis=0)) ** 2).mean(axis=0))
+        allowed = np.sqrt(DEPENDENT_RESIDUAL) * spread + 1e-9 * np.abs(dropped).max(axis=0)
+        broken = np.sqrt((deviation ** 2).mean(axis=0)) > allowed
+        if broken.any():
+            raise ValueError(
+                f"the fitted {prior} prior left out X's column(s) {self.dropped[broken].tolist()}, constant or a "
+                "linear function of the others in the data it was fitted on, which they are not in this X; fit "
+                f"with a new {prior}() instead")
+
+    def means(self, means):
+        """Means (..., n_kept) of the kept columns as means (..., n_features) of every column."""
+        full = np.empty(means.shape[:-1] + (self.n_features,))
+        full[..., self.features] = means
+        full[..., self.dropped] = self.intercepts + means @ self.coefficients.T
+        return full
+
+    def covariances(self, covariances):
+        """Covariances (..., n_kept, n_kept) of the kept columns as (..., n_features, n_features) of every column."""
+        jacobian = np.zeros((self.n_features, self.features.size))
+        jacobian[self.features, np.arange(self.features.size)] = 1.0
+        jacobian[self.dropped] = self.coefficients
+        return jacobian @ covariances @ jacobian.T
+
+    def variances(self, variances):
+        """Variances (..., n_kept) of independent kept columns as variances (..., n_features) of every column."""
+        full = np.empty(variances.shape[:-1] + (self.n_features,))
+        full[..., self.features] = variances
+        full[..., self.dropped] = variances @ (self.coefficients ** 2).T
+        return full
+
+
+def map_features(X, linear):
+    """The ``FeatureMap`` of X (n, d): constant columns dropped (all kept when every one is) and, with ``linear``,
+    each column whose residual variance given the columns kept before it is below ``DEPENDENT_RESIDUAL`` of its
+    own (in column order, by an incremental Cholesky factor of their correlations)."""
+    n, d = X.shape
+    varies = X.max(axis=0) > X.min(axis=0) if n else np.zeros(d, dtype=bool)
     if not varies.any():
-        varies[:] = True
-    return np.flatnonzero(varies), (X[0, ~varies] if X.shape[0] else np.zeros(0))
+        return FeatureMap(np.arange(d), np.zeros((0, d)), np.zeros(0), d)
+    center = X.mean(axis=0)
+    candidates = np.flatnonzero(varies)
+    if linear:
+        z = X[:, candidates] - center[candidates]
+        z = z / np.abs(z).max(axis=0)  # first into [-1, 1]: no square underflows or overflows
+        z = z / np.sqrt((z ** 2).mean(axis=0))
+        correlation = z.T @ z / n
+        factor = np.zeros((candidates.size, candidates.size))
+        kept = []
+        for j in range(candidates.size):
+            link = solve_triangular(factor[:len(kept), :len(kept)], correlation[kept, j], lower=True)
+            residual = correlation[j, j] - link @ link
+            if residual > DEPENDENT_RESIDUAL:
+                factor[len(kept), :len(kept)] = link
+                factor[len(kept), len(kept)] = np.sqrt(residual)
+                kept.append(j)
+        candidates = candidates[kept]
+    features = candidates
+    dropped = np.setdiff1d(np.arange(d), features)
+    kept_centred = X[:, features] - center[features]
+    coefficients = np.linalg.lstsq(kept_centred, X[:, dropped] - center[dropped], rcond=None)[0].T
+    return FeatureMap(features, coefficients, center[dropped] - coefficients @ center[features], d)
 
 
-def _with_constant_features(means, features, constants, n_features):
-    """Means (..., len(features)) of the varying ``features`` as means (..., n_features) of every feature, the
-    others at their ``constants``."""
-    constant = np.ones(n_features, dtype=bool)
-    constant[features] = False
-    full = np.empty(means.shape[:-1] + (n_features,))
-    full[..., features] = means
-    full[..., constant] = constants
-    return full
-
-
-def _check_feature_count(X, n_features, prior):
-    if X.shape[1] != n_features:
-        raise ValueError(f"X has {X.shape[1]} features; the fitted {prior} prior was fitted on {n_features}")
+def _checked_psi(psi):
+    """``psi`` after checking it is symmetric positive definite; ValueError saying which it is not."""
+    if np.abs(psi - psi.T).max() > 1e-8 * np.abs(psi).max():
+        raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not symmetric")
+    try:
+        np.linalg.cholesky(psi)
+    except np.linalg.LinAlgError:
+        raise ValueError("NormalInverseWishart psi must be symmetric positive definite; it is not positive "
+                         "definite") from None
+    return psi
 
 
 def _real_array(value, name, shape, prior="NormalInverseWishart"):
@@ -720,7 +818,8 @@ DIAGONAL_FROM_FEATURES = 50
 
 def default_prior(X):
     """``Multinomial()`` for non-negative integer data (dense or sparse); for other data ``NormalGamma()`` (diagonal
-    covariances) from ``DIAGONAL_FROM_FEATURES`` features on, ``NormalInverseWishart()`` below."""
+    covariances) from ``DIAGONAL_FROM_FEATURES`` varying features on (constant ones are left out),
+    ``NormalInverseWishart()`` below."""
     values = X.data if sp.issparse(X) else X
     if np.all(values >= 0) and np.all(values == np.round(values)):
         return Multinomial()
@@ -729,4 +828,5 @@ def default_prior(X):
             "sparse X with negative or non-integer values: count priors need non-negative integers and the "
             "Gaussian prior needs dense data"
         )
-    return NormalGamma() if X.shape[1] >= DIAGONAL_FROM_FEATURES else NormalInverseWishart()
+    varying = np.count_nonzero(X.max(axis=0) > X.min(axis=0)) if X.shape[0] else X.shape[1]
+    return NormalGamma() if varying >= DIAGONAL_FROM_FEATURES else NormalInverseWishart()
