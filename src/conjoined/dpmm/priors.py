@@ -772,8 +772,12 @@ def map_features(X, linear):
         candidates = candidates[kept]
     features = candidates
     dropped = np.setdiff1d(np.arange(d), features)
-    kept_centred = X[:, features] - center[features]
-    coefficients = np.linalg.lstsq(kept_centred, X[:, dropped] - center[dropped], rcond=None)[0].T
+    coefficients = np.zeros((dropped.size, features.size))  # a constant column's
+    dependent = varies[dropped]
+    if dependent.any():
+        coefficients[dependent] = np.linalg.lstsq(X[:, features] - center[features],
+                                                  X[:, dropped[dependent]] - center[dropped[dependent]],
+                                                  rcond=None)[0].T
     return FeatureMap(features, coefficients, center[dropped] - coefficients @ center[features], d)
 
 
