@@ -909,9 +909,7 @@ def test_normal_gamma_default_rate_is_a_tenth_of_the_mean_variance_capped_at_eac
 def test_constant_features_change_nothing(prior):
     # exactly constant, a feature would add sum_k lgamma(n_k / 2 + ...) to the log marginal, which grows as n log n
     # and merged these three clusters into one (full covariances; K = 4 and 7 on two seeds without it)
-    rng = np.random.default_rng(0)
-    z = np.arange(300) % 3
-    X = rng.normal(scale=6, size=(3, 2))[z] + rng.standard_normal((300, 2))
+    X, _ = three_clusters_2d()
     with_constants = np.column_stack([np.full(300, 3.0), X[:, 0], np.zeros(300), X[:, 1]])
     plain = conjoined.DPMM(prior=prior, n_iter=50, random_state=0).fit(X)
     model = conjoined.DPMM(prior=prior, n_iter=50, random_state=0).fit(with_constants)

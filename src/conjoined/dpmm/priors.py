@@ -685,11 +685,15 @@ class FeatureMap(NamedTuple):
     n_features: int
 
     @classmethod
+    def identity(cls, n_features):
+        """The map that keeps every column."""
+        return cls(np.arange(n_features), np.zeros((0, n_features)), np.zeros(0), n_features)
+
+    @classmethod
     def of(cls, prior, n_features):
         """A fitted prior's map (kept as its ``feature_map`` only where it leaves columns out), or the identity."""
         kept = vars(prior).get("feature_map")
-        return kept if kept is not None else cls(np.arange(n_features), np.zeros((0, n_features)), np.zeros(0),
-                                                 n_features)
+        return kept if kept is not None else cls.identity(n_features)
 
     @property
     def drops(self):
@@ -752,7 +756,7 @@ def map_features(X, linear):
     n, d = X.shape
     varies = X.max(axis=0) > X.min(axis=0) if n else np.zeros(d, dtype=bool)
     if not varies.any():
-        return FeatureMap(np.arange(d), np.zeros((0, d)), np.zeros(0), d)
+        return FeatureMap.identity(d)
     center = X.mean(axis=0)
     candidates = np.flatnonzero(varies)
     if linear:
