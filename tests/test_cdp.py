@@ -471,6 +471,21 @@ def test_dataframe_column_names_are_kept_and_change_nothing():
     assert not hasattr(framed, "feature_names_in_")
 
 
+def test_missing_values_of_nullable_dataframe_columns_are_named_as_nan():
+    pd = pytest.importorskip("pandas")
+    X, _, _ = make_cdp_case(2, random_state=0)
+    frame = pd.DataFrame(X).astype("Int64")
+    frame.iloc[3, 5] = pd.NA  # a TypeError on the NAType before
+    with pytest.raises(ValueError, match=r"non-finite values .* \(3, 5\)"):
+        CDP(n_iter=5).fit(frame)
+    floats = pd.DataFrame(np.random.default_rng(0).normal(size=(20, 2))).astype("Float64")
+    floats.iloc[7, 1] = pd.NA
+    with pytest.raises(ValueError, match=r"non-finite values .* \(7, 1\)"):
+        conjoined.DPMM(n_iter=5).fit(floats)
+    np.testing.assert_array_equal(CDP(n_iter=20, random_state=0).fit(pd.DataFrame(X).astype("Int64")).rows_,
+                                  CDP(n_iter=20, random_state=0).fit(X).rows_)
+
+
 def test_refinement_and_extraction_keep_blas_on_one_thread(monkeypatch):
     # their many small NumPy products ran four times slower with BLAS's threads on a machine whose cores other
     # work kept busy

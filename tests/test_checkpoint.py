@@ -48,6 +48,7 @@ def count_steps(monkeypatch):
 
 
 def assert_same_fit(a, b):
+    assert a.labels_iteration_ == b.labels_iteration_
     for name in ("labels_", "labels_trace_", "n_clusters_trace_", "log_posterior_trace_", "n_splits_trace_",
                  "n_merges_trace_", "weights_", "psi_scale_trace_"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
@@ -55,12 +56,17 @@ def assert_same_fit(a, b):
         np.testing.assert_array_equal(a.cluster_params_[key], b.cluster_params_[key])
 
 
-@pytest.mark.parametrize("kind, prior", [("counts", None), ("gaussian", None),
-                                         ("gaussian", conjoined.NormalInverseWishart(psi="sample"))])
-def test_resumed_fit_equals_uninterrupted_fit(tmp_path, monkeypatch, kind, prior):
+MAP = {"estimate": "map", "warmup": 6, "store_labels": False}  # the most probable sample, from the checkpoint alone
+
+
+@pytest.mark.parametrize("kind, prior, estimate", [
+    ("counts", None, {}), ("gaussian", None, {}), ("gaussian", conjoined.NormalInverseWishart(psi="sample"), {}),
+    ("counts", None, MAP), ("gaussian", conjoined.NormalInverseWishart(psi="sample"), MAP),
+])
+def test_resumed_fit_equals_uninterrupted_fit(tmp_path, monkeypatch, kind, prior, estimate):
     X = DATA[kind]()
     path = tmp_path / "fit.npz"
-    params = {**PARAMS, "prior": prior}
+    params = {**PARAMS, "prior": prior, **estimate}
     expected = conjoined.DPMM(**params).fit(X)
     assert expected.n_clusters_trace_.max() > 1
     with monkeypatch.context() as patch:
@@ -69,6 +75,7 @@ def test_resumed_fit_equals_uninterrupted_fit(tmp_path, monkeypatch, kind, prior
             conjoined.DPMM(checkpoint=path, checkpoint_every=5, **params).fit(X)
     with np.load(path) as saved:
         assert int(saved["iteration"]) == 10
+        assert ("best_iteration" in saved) == bool(estimate)
     steps = count_steps(monkeypatch)
     resumed = conjoined.DPMM(checkpoint=path, checkpoint_every=5, **params).fit(X)
     assert steps["n"] == PARAMS["n_iter"] - 10
@@ -148,6 +155,9 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
         conjoined.DPMM(checkpoint=path, **dict(PARAMS, random_state=spawned)).fit(X)
     with pytest.raises(ValueError, match="n_iter"):
         conjoined.DPMM(checkpoint=path, **dict(PARAMS, n_iter=30)).fit(X)
+    # a checkpoint holds the most probable sample only if written for it
+    with pytest.raises(ValueError, match="estimate: None in the file, 'map' now"):
+        conjoined.DPMM(checkpoint=path, **dict(PARAMS, estimate="map")).fit(X)
     # random_state=None continues whatever seed the checkpoint was started with.
     assert_same_fit(conjoined.DPMM(**PARAMS).fit(X),
                     conjoined.DPMM(checkpoint=path, **dict(PARAMS, random_state=None)).fit(X))

@@ -57,6 +57,17 @@ def test_same_labels_as_local_backend(clients, kind, prior, n_workers):
     assert clients[n_workers].submit(sum, [1, 2]).result() == 3
 
 
+def test_most_probable_sample_as_on_the_local_backend(clients):
+    # estimate="map" keeps the sample's labels as drawn, without the trace: the driver's copy, as the local one's
+    X = DATA["gaussian"]()
+    params = {**PARAMS, "estimate": "map", "store_labels": False}
+    local = conjoined.DPMM(**params).fit(X)
+    dask = conjoined.DPMM(backend="dask", client=clients[2], **params).fit(X)
+    assert local.labels_iteration_ == dask.labels_iteration_ < PARAMS["n_iter"] - 1  # not the last sample
+    np.testing.assert_array_equal(local.labels_, dask.labels_)
+    np.testing.assert_array_equal(local.weights_, dask.weights_)
+
+
 def test_scheduler_address(clients):
     X = count_mixture(1)
     local = conjoined.DPMM(**PARAMS).fit(X)

@@ -53,6 +53,37 @@ def test_multinomial_mixture_recovered(seed):
     assert normalized_mutual_info_score(z, model.labels_) >= 0.95
 
 
+def test_priors_have_scikit_learn_parameters():
+    from sklearn.base import clone
+
+    from conjoined.dpmm.checkpoint import prior_description
+    given = conjoined.NormalInverseWishart(psi=3 * np.eye(2))
+    assert repr(given) == "NormalInverseWishart(psi=array([[3., 0.],\n       [0., 3.]]))"  # psi was not shown
+    assert repr(conjoined.Multinomial()) == "Multinomial()" and repr(conjoined.PoissonGamma(rate=2)) == \
+        "PoissonGamma(rate=2)"
+    model = conjoined.DPMM(prior=conjoined.NormalGamma()).set_params(prior__kappa=0.5)
+    assert model.prior.kappa == 0.5 and model.get_params()["prior__kappa"] == 0.5
+    with pytest.raises(ValueError, match="NormalGamma has no parameter 'kapa'; its parameters are kappa, mean"):
+        conjoined.NormalGamma().set_params(kapa=1)
+    X, _ = gaussian_mixture(0, n=90, K=3)
+    fitted = conjoined.DPMM(n_iter=5, random_state=0, prior=conjoined.NormalInverseWishart(psi="sample")).fit(X)
+    copied = clone(conjoined.DPMM(prior=fitted.prior_)).prior  # a deep copy: what the fit learnt stays
+    assert copied is not fitted.prior_ and copied.scale_floor == fitted.prior_.scale_floor
+    np.testing.assert_array_equal(copied.psi, fitted.prior_.psi)
+    # checkpoints name a prior as before (a checkpoint written by an earlier version still resumes)
+    assert prior_description(conjoined.NormalInverseWishart().fitted(X)).startswith(
+        "NormalInverseWishart(kappa=0.01, nu=5.0) #")
+
+
+def test_counts_of_one_feature_get_a_poisson_mixture():
+    # a multinomial over one feature gives every point the proportion 1: it read these two levels as one (ARI 0)
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.poisson(3.0, 100), rng.poisson(40.0, 100)])[:, None]
+    model = conjoined.DPMM(random_state=0).fit(X)
+    assert isinstance(model.prior_, conjoined.PoissonGamma)
+    assert adjusted_rand_score(np.repeat([0, 1], 100), model.labels_) == 1.0
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_gaussian_2d_mixture_recovered(seed):
     X, z = gaussian_mixture(seed)
@@ -142,6 +173,46 @@ def test_traces_and_attributes():
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     assert normalized_mutual_info_score(model.labels_, model.predict(X)) >= 0.95
     assert conjoined.DPMM(n_iter=5, store_labels=False, random_state=0).fit(X).labels_trace_ is None
+
+
+def test_map_estimate_is_the_most_probable_posterior_sample():
+    # three Gaussian blobs of 200 points: the posterior spreads over partitions that cut a blob into pieces; the
+    # last samples of seeds 0-2 hold 4 clusters (ARI 0.91-0.98, 4-64 nats below the most probable sample), which
+    # is three blobs or nearly (ARI 0.98-1.0)
+    from sklearn.datasets import make_blobs
+    X, z = make_blobs(600, centers=3, random_state=1)
+    fits = {estimate: [conjoined.DPMM(n_iter=200, random_state=seed, estimate=estimate).fit(X) for seed in range(3)]
+            for estimate in ("sample", "map")}
+    for last, model in zip(fits["sample"], fits["map"]):
+        np.testing.assert_array_equal(last.log_posterior_trace_, model.log_posterior_trace_)  # the same chain
+        assert last.labels_iteration_ == 199
+        it = model.labels_iteration_
+        assert it == model.warmup_ + np.argmax(model.log_posterior_trace_[model.warmup_:])
+        np.testing.assert_array_equal(model.labels_, model.labels_trace_[it])
+        assert model.n_clusters_ == model.n_clusters_trace_[it] == len(np.unique(model.labels_))
+        np.testing.assert_allclose(model.weights_, np.bincount(model.labels_) / 600)
+        np.testing.assert_allclose(model.cluster_params_["mean"],
+                                   [X[model.labels_ == k].mean(axis=0) for k in range(model.n_clusters_)], atol=0.1)
+        assert np.mean(model.predict(X) == model.labels_) > 0.99
+    scores = {estimate: [adjusted_rand_score(z, model.labels_) for model in models]
+              for estimate, models in fits.items()}
+    assert min(scores["map"]) > 0.97 and np.mean(scores["map"]) > np.mean(scores["sample"]) + 0.03
+
+
+def test_map_estimate_with_a_sampled_scale_and_without_samples_after_warmup():
+    X, _ = gaussian_mixture(0, n=300, K=5, d=3)
+    model = conjoined.DPMM(n_iter=40, random_state=0, estimate="map",
+                           prior=conjoined.NormalInverseWishart(psi="sample")).fit(X)
+    after = slice(model.warmup_, None)
+    # p(labels, X, s) with the scale's prior 1/s
+    it = model.warmup_ + np.argmax(model.log_posterior_trace_[after] - np.log(model.psi_scale_trace_[after]))
+    assert model.labels_iteration_ == it
+    assert model.prior_.psi[0, 0] == model.psi_scale_trace_[it]
+    np.testing.assert_array_equal(model.labels_, model.labels_trace_[it])
+    whole = conjoined.DPMM(n_iter=20, warmup=20, random_state=0, estimate="map").fit(X)
+    assert whole.labels_iteration_ == 19
+    with pytest.raises(ValueError, match="estimate must be one of"):
+        conjoined.DPMM(estimate="mode").fit(X)
 
 
 def test_progress_bar_redraws_at_its_own_pace_not_every_iteration(capsys, monkeypatch):
@@ -392,6 +463,7 @@ def test_log_dirichlet_is_finite_for_tiny_concentrations():
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(kappa=1e308)}, "kappa=1e.308 or nu=6.0 is too large"),
     (GAUSSIAN, {"prior": conjoined.NormalInverseWishart(nu=1e308)}, r"\(kappa \+ n\) x \(nu \+ n\) overflows"),
     (GAUSSIAN * 1e200, {}, "rescale X"),
+    (GAUSSIAN * 1e-21, {}, "columns span at most .*rescale X"),  # the default scale would reach its floor
     (GAUSSIAN * 1e-40, {}, "columns span at most .*rescale X"),  # precision factors beyond float32
     (GAUSSIAN * 1e-200, {}, "columns span at most .*rescale X"),  # variances below float64
     (np.ones((4, 2)), dict(n_iter=6, warmup=7), "warmup=7 is larger than n_iter=6"),
@@ -424,7 +496,8 @@ def test_gaussian_data_of_small_scale_is_clustered_as_at_unit_scale():
     params = {"n_iter": 30, "random_state": 0}
     unit = conjoined.DPMM(**params).fit(X)
     assert unit.n_clusters_ > 1
-    np.testing.assert_array_equal(conjoined.DPMM(**params).fit(X * 1e-10).labels_, unit.labels_)
+    for scale in (1e-10, 1e-19):
+        np.testing.assert_array_equal(conjoined.DPMM(**params).fit(X * scale).labels_, unit.labels_)
 
 
 def test_normal_inverse_wishart_default_psi_is_capped_at_each_features_variance_and_floored():
@@ -477,7 +550,7 @@ def test_sampled_scale_is_scale_free_and_traced():
     small = conjoined.DPMM(**params).fit(X * 1e-3)
     np.testing.assert_array_equal(small.labels_, unit.labels_)
     np.testing.assert_allclose(small.psi_scale_trace_, unit.psi_scale_trace_ * 1e-6, rtol=1e-6)
-    assert repr(unit.prior_) == "NormalInverseWishart(kappa=0.01, nu=5.0, psi='sample')"
+    assert unit.prior_.sampled_scale and repr(unit.prior_).startswith("NormalInverseWishart(mean=array(")
     assert conjoined.DPMM(n_iter=5, random_state=0).fit(X).psi_scale_trace_ is None
     # the fitted prior, given again, goes on sampling from its last scale
     again = conjoined.DPMM(n_iter=5, random_state=0, prior=unit.prior_).fit(X)

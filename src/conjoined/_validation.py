@@ -75,6 +75,12 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
             raw = np.asarray(X)
         except (TypeError, ValueError) as exc:  # ragged nested sequences, among others
             raise TypeError(f"{name} must be numeric: {exc}") from None
+        if raw.dtype == object and hasattr(X, "columns"):
+            # a DataFrame of nullable columns (Float64, Int64) holds pd.NA: as NaN, it is named as a NaN is
+            try:
+                raw = X.to_numpy(dtype=np.float64, na_value=np.nan)
+            except (TypeError, ValueError):
+                pass  # not numbers: named below
         if np.iscomplexobj(raw):
             raise ValueError(f"Complex data not supported: {name} has complex values")
         _check_not_text(raw, name)

@@ -1,7 +1,8 @@
 """Checkpoints of a DPMM fit: all it takes to continue the chain exactly where it stopped.
 
 A checkpoint holds the number of completed iterations, the driver-side sampler state (``DPMMState``), the
-driver's random state, every point's label and sub-label, every stream's random state and the traces so far. It is
+driver's random state, every point's label and sub-label, every stream's random state, the traces so far and, for
+``estimate="map"``, the most probable sample so far. It is
 an ``.npz`` file (no pickled objects: random states are stored as JSON), written to a temporary file in the same
 directory and moved over the old one with ``os.replace``, so a fit killed while writing leaves the previous
 checkpoint intact.
@@ -51,9 +52,10 @@ def data_digest(data):
 
 
 def prior_description(prior):
-    """``repr(prior)`` with a digest of all its (fitted) attributes, which ``repr`` may not show."""
+    """``prior.checkpoint_label()`` with a digest of all its (fitted) attributes, which the label may not show."""
     attributes = sorted(vars(prior).items())
-    return f"{prior!r} #{_digest([name for name, _ in attributes] + [value for _, value in attributes])[:16]}"
+    digest = _digest([name for name, _ in attributes] + [value for _, value in attributes])[:16]
+    return f"{prior.checkpoint_label()} #{digest}"
 
 
 def check_checkpoint_path(path):
@@ -79,14 +81,35 @@ def _read_arrays(path):
         return {name: file[name] for name in file.files}
 
 
+class MostProbableSample(NamedTuple):
+    """A ``DPMM(estimate="map")`` fit's most probable posterior sample so far.
+
+    iteration : int, where it was drawn.
+    log_posterior : float, its log posterior (the estimate's criterion).
+    labels : (n_points,) int32, its partition.
+    stats : SufficientStats with batch shape (K,), its clusters' statistics.
+    """
+
+    iteration: int
+    log_posterior: float
+    labels: np.ndarray
+    stats: SufficientStats
+
+
 def _checkpoint(arrays):
     """The ``Checkpoint`` held by a file's arrays (KeyError, TypeError or ValueError if one is missing or garbled)."""
     random_states = json.loads(str(arrays["random_states"]))
     stats = SufficientStats(arrays["stats_n"], arrays["stats_s1"], arrays.get("stats_s2"))
     traces = {key[len("trace_"):]: value for key, value in arrays.items() if key.startswith("trace_")}
+    best = None
+    if "best_iteration" in arrays:
+        best = MostProbableSample(
+            int(arrays["best_iteration"]), float(arrays["best_log_posterior"]), arrays["best_labels"],
+            SufficientStats(arrays["best_stats_n"], arrays["best_stats_s1"], arrays.get("best_stats_s2")),
+        )
     return Checkpoint(int(arrays["iteration"]), DPMMState(stats, arrays["age"], arrays["random_sub"]),
                       random_states["driver"], arrays["labels"], arrays["sublabels"], random_states["streams"],
-                      traces)
+                      traces, best)
 
 
 class Checkpoint(NamedTuple):
@@ -99,6 +122,7 @@ class Checkpoint(NamedTuple):
     sublabels: np.ndarray
     stream_states: list
     traces: dict
+    best: MostProbableSample | None
 
 
 class Checkpointer:
@@ -118,8 +142,9 @@ class Checkpointer:
         """Whether to save after ``iteration`` completed iterations."""
         return iteration % self.every == 0 or iteration == n_iter
 
-    def save(self, iteration, state, rng, backend, traces):
-        """Write the checkpoint after ``iteration`` completed iterations; ``traces`` are full-length arrays."""
+    def save(self, iteration, state, rng, backend, traces, best=None):
+        """Write the checkpoint after ``iteration`` completed iterations; ``traces`` are full-length arrays,
+        ``best`` a ``MostProbableSample`` or None."""
         arrays = {
             "format_version": np.array(FORMAT_VERSION),
             "data_key": np.array(self.data_key),
@@ -141,6 +166,11 @@ class Checkpointer:
         for name, trace in traces.items():
             if trace is not None:
                 arrays[f"trace_{name}"] = trace[:iteration]
+        if best is not None:
+            arrays.update(best_iteration=np.array(best.iteration), best_log_posterior=np.array(best.log_posterior),
+                          best_labels=best.labels, best_stats_n=best.stats.n, best_stats_s1=best.stats.s1)
+            if best.stats.s2 is not None:
+                arrays["best_stats_s2"] = best.stats.s2
         with atomic_output_file(self.path) as temporary, open(temporary, "wb") as file:
             np.savez(file, **arrays)
             file.flush()
@@ -189,7 +219,8 @@ class Checkpointer:
     def resume(self, backend, rng, traces):
         """Restore a saved fit into ``backend``, ``rng`` and ``traces`` (filled up to the saved iteration).
 
-        Returns ``(iteration, state)``, or None when there is no checkpoint yet.
+        Returns ``(iteration, state, best)`` (``best``: the saved ``MostProbableSample`` or None), or None when
+        there is no checkpoint yet.
         """
         saved = self.load()
         if saved is None:
@@ -205,4 +236,4 @@ class Checkpointer:
             for name, trace in traces.items():
                 if trace is not None:
                     trace[:saved.iteration] = saved.traces[name]
-        return saved.iteration, saved.state
+        return saved.iteration, saved.state, saved.best

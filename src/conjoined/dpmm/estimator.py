@@ -28,7 +28,13 @@ from .._validation import (
 )
 from . import kernels, sampler
 from .backends import LocalBackend, parallel_section
-from .checkpoint import Checkpointer, check_checkpoint_path, data_digest, prior_description
+from .checkpoint import (
+    Checkpointer,
+    MostProbableSample,
+    check_checkpoint_path,
+    data_digest,
+    prior_description,
+)
 from .point_moves import point_moves
 from .priors import CountPrior, NormalGamma, NormalInverseWishart, default_prior
 from .sams import sams_move
@@ -75,6 +81,7 @@ def resolve_n_jobs(n_jobs):
 
 
 BACKENDS = ("local", "dask")
+ESTIMATES = ("sample", "map")
 
 
 class RunSettings(NamedTuple):
@@ -130,8 +137,10 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         Concentration of the Dirichlet process (larger: more clusters).
     prior : Multinomial, PoissonGamma, NormalInverseWishart, NormalGamma or None, default=None
         Conjugate prior, which also fixes the likelihood. None picks ``Multinomial()`` for non-negative integer
-        data (dense or sparse); for other data ``NormalInverseWishart()`` (full covariances, data-based defaults)
-        below 50 features and ``NormalGamma()`` (diagonal covariances) from 50 on, where full covariances merge
+        data (dense or sparse), which reads each point's proportions over the features, not its total (pass
+        ``PoissonGamma()`` for counts whose levels differ, or the data as floats for a Gaussian prior), and
+        ``PoissonGamma()`` for such data of one feature; for other data ``NormalInverseWishart()`` (full
+        covariances, data-based defaults) below 50 features and ``NormalGamma()`` (diagonal covariances) from 50 on, where full covariances merge
         clusters and cost d^2 a point. For embeddings of tens of dimensions whose clusters overlap,
         ``NormalInverseWishart(psi="sample")`` samples the clusters' common scale with the partition.
     n_iter : int, default=100
@@ -182,11 +191,23 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         ``n_iter x n_samples`` when ``store_labels``.
     checkpoint_every : int, default=10
         Iterations between checkpoints.
+    estimate : {"sample", "map"}, default="sample"
+        The partition that ``labels_``, ``n_clusters_``, ``weights_``, ``cluster_params_`` and the predictions
+        describe. "sample": the last iteration's, a draw from the posterior. "map": the most probable of the
+        posterior samples (highest ``log_posterior_trace_``, with a sampled scale also its prior; the iterations
+        after warm-up, or the last if there are none), a point estimate for a clustering. A Dirichlet-process
+        mixture's number of clusters is not consistent (Miller and Harrison, 2013): its posterior spreads over
+        partitions that cut a cluster into pieces, each far less probable than the uncut one but so many that
+        together they hold much of the mass, and a single draw is often one of them (three Gaussian blobs of 200
+        points: draws of 4-7 clusters, 50-150 nats below the three-cluster partition, which an independent
+        collapsed Gibbs sampler also visits). The traces are the same posterior samples either way.
 
     Attributes
     ----------
-    labels_ : (n_samples,) int, cluster of each point at the last iteration.
-    n_clusters_ : int, number of clusters at the last iteration.
+    labels_ : (n_samples,) int, cluster of each point in the partition ``estimate`` picks (the last iteration's by
+        default).
+    labels_iteration_ : int, the iteration of that partition (``n_iter - 1`` with ``estimate="sample"``).
+    n_clusters_ : int, its number of clusters.
     weights_ : (n_clusters_,) share of points in each cluster.
     cluster_params_ : dict of posterior-mean parameters per cluster: ``theta`` (K, d) for Multinomial, ``rate``
         (K, d) for PoissonGamma, ``mean`` (K, d) and ``covariance`` (K, d, d) for NormalInverseWishart, ``mean``
@@ -200,7 +221,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         that iteration's s, without its prior).
     n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration.
     time_trace_ : (n_iter,) seconds spent in each iteration.
-    prior_ : the prior used, with data-based defaults filled in (a sampled scale: its last draw).
+    prior_ : the prior used, with data-based defaults filled in (a sampled scale: its draw at
+        ``labels_iteration_``).
     psi_scale_trace_ : (n_iter,) float or None, the Normal-inverse-Wishart scale s (``psi = s I``) after each
         iteration when it is sampled (``NormalInverseWishart(psi="sample")``), else None.
     n_features_in_ : int.
@@ -210,7 +232,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
 
     def __init__(self, alpha=1.0, prior=None, n_iter=100, burn_out=15, init_clusters=1, random_state=None,
                  n_jobs=None, verbose=False, store_labels=True, n_shards=16, warmup=None, exact_moves=1,
-                 backend="local", client=None, address=None, checkpoint=None, checkpoint_every=10):
+                 backend="local", client=None, address=None, checkpoint=None, checkpoint_every=10,
+                 estimate="sample"):
         self.alpha = alpha
         self.prior = prior
         self.n_iter = n_iter
@@ -228,6 +251,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         self.address = address
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
+        self.estimate = estimate
 
     def _validate_data_and_prior(self, X):
         raw = check_matrix(X, name="X")
@@ -263,6 +287,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             exact_moves=check_int(self.exact_moves, "exact_moves", minimum=0),
             n_shards=check_int(self.n_shards, "n_shards", minimum=1),
         )
+        if self.estimate not in ESTIMATES:
+            raise ValueError(f"estimate must be one of {ESTIMATES}, got {self.estimate!r}")
         if settings.warmup > n_iter:
             raise ValueError(f"warmup={settings.warmup} is larger than n_iter={n_iter}: the chain would stop "
                              "inside its warm-up")
@@ -296,10 +322,12 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             # Gaussian fits run centred (below): a checkpoint of an earlier, uncentred fit holds its state in
             # other coordinates, and this setting makes resuming it an error that says so.
             centred = {"centred": True} if prior.kind == "gaussian" else {}
+            # the most probable sample so far is part of a "map" fit's checkpoint; "sample" writes files as before
+            estimate = {"estimate": "map"} if self.estimate == "map" else {}
             checkpointer = Checkpointer(
                 checkpoint, checkpoint_every, data_digest(data),
                 dict(settings._asdict(), prior=prior_description(prior), store_labels=store_labels,
-                     seed=seed, **centred),
+                     seed=seed, **centred, **estimate),
             )
         shift = None
         if prior.kind == "gaussian":
@@ -337,6 +365,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             "time": np.empty(n_iter),
             "psi_scale": np.empty(n_iter) if prior.sampled_scale else None,
         }
+        # estimate="map": the most probable posterior sample so far (a MostProbableSample), from this iteration on
+        first_sample = min(settings.warmup, n_iter - 1) if self.estimate == "map" else None
+        best = None
         bar = progress_bar(n_iter, f"DPMM on {backend.n_points} points", self.verbose)
         try:
             with numba_threads(n_threads):
@@ -344,7 +375,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
                 if resumed is None:
                     start, state = 0, sampler.init(backend, settings.init_clusters, prior)
                 else:
-                    start, state = resumed
+                    start, state, best = resumed
                     if traces["psi_scale"] is not None:  # a checkpoint holds at least one iteration
                         prior = prior.with_scale(traces["psi_scale"][start - 1])
                     bar.update(start)
@@ -374,19 +405,30 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
                     traces["time"][it] = time.perf_counter() - began
                     if traces["labels"] is not None:
                         traces["labels"][it] = backend.all_labels()
+                    if first_sample is not None and it >= first_sample:
+                        log_p = traces["log_posterior"][it]
+                        if prior.sampled_scale:  # p(labels, X, s): the scale's prior is 1/s
+                            log_p -= np.log(traces["psi_scale"][it])
+                        if best is None or log_p > best.log_posterior:
+                            best = MostProbableSample(it, log_p, backend.all_labels().copy(), cluster_stats)
                     if checkpointer is not None and checkpointer.due(it + 1, n_iter):
-                        checkpointer.save(it + 1, state, rng, backend, traces)
+                        checkpointer.save(it + 1, state, rng, backend, traces, best)
                     # refresh=False: the bar redraws at tqdm's own pace, not on every iteration
                     bar.set_postfix_str(f"K={K}", refresh=False)
                     bar.update()
-            labels = backend.all_labels().copy()
+            if best is None:
+                best = MostProbableSample(n_iter - 1, traces["log_posterior"][-1], backend.all_labels().copy(),
+                                          state.stats.sum(axis=1))
+            elif prior.sampled_scale:
+                prior = prior.with_scale(traces["psi_scale"][best.iteration])
         finally:
             bar.close()
             backend.close()
 
-        cluster_stats = state.stats.sum(axis=1)
+        cluster_stats = best.stats
         self.prior_ = prior
-        self.labels_ = labels
+        self.labels_ = best.labels
+        self.labels_iteration_ = best.iteration
         self.n_clusters_ = int(cluster_stats.n.shape[0])
         self.weights_ = cluster_stats.n / cluster_stats.n.sum()
         self.cluster_params_ = prior.posterior_mean(cluster_stats)

@@ -14,6 +14,8 @@ Count priors (``Multinomial``, ``PoissonGamma``) score points as ``x . log_rate 
 
 from __future__ import annotations
 
+import copy
+import inspect
 from typing import NamedTuple
 
 import numpy as np
@@ -27,8 +29,12 @@ from . import kernels
 # Largest |X| the Gaussian kernels take: they compute in float32, and X - mean must not overflow.
 FLOAT32_LIMIT = float(np.finfo(np.float32).max) / 2
 # Narrowest span of X's columns the Gaussian kernels resolve: precision factors grow as 1 / span (and faster in
-# small clusters), and must stay far below float32's largest number (3.4e38).
+# small clusters), and must stay far below float32's largest number (3.4e38). The default scale is floored there.
 NARROWEST_SPAN = 1e-30
+# Narrowest span of the widest column of X that the Normal-inverse-Wishart prior takes: ten orders of magnitude
+# above the floor, so that its default scale (a tenth of the mean variance) never reaches the floor, and data at
+# any scale it takes are clustered alike (at 1e-31 times their scale, three clusters became two).
+NARROWEST_DATA_SPAN = 1e-20
 
 
 class SufficientStats(NamedTuple):
@@ -83,7 +89,39 @@ def sample_log_dirichlet(rng, concentration):
 COUNT_GRID = 1024
 
 
-class SparseKernelPrior:
+class PriorParameters:
+    """scikit-learn's parameter protocol for a prior: ``get_params`` and ``set_params`` over its constructor's
+    arguments, so that a ``DPMM``'s prior has nested parameters (``set_params(prior__kappa=0.1)``, a grid
+    search), a repr of the arguments given (arrays too), and a clone that is a deep copy (a fitted prior keeps
+    what it learnt from the data)."""
+
+    @classmethod
+    def _parameters(cls):
+        return {name: parameter.default for name, parameter in inspect.signature(cls.__init__).parameters.items()
+                if name != "self"}
+
+    def get_params(self, deep=True):
+        return {name: getattr(self, name) for name in self._parameters()}
+
+    def set_params(self, **params):
+        names = self._parameters()
+        for name, value in params.items():
+            if name not in names:
+                raise ValueError(f"{type(self).__name__} has no parameter {name!r}; its parameters are "
+                                 f"{', '.join(names)}")
+            setattr(self, name, value)
+        return self
+
+    def __sklearn_clone__(self):
+        return copy.deepcopy(self)
+
+    def __repr__(self):
+        given = [f"{name}={getattr(self, name)!r}" for name, default in self._parameters().items()
+                 if isinstance(getattr(self, name), np.ndarray) or repr(getattr(self, name)) != repr(default)]
+        return f"{type(self).__name__}({', '.join(given)})"
+
+
+class SparseKernelPrior(PriorParameters):
     """Shared behaviour of the priors the sampler runs through the kernels on CSR rows (``kernels.count_*``):
     each point scores ``x . log_rate + offset`` under a cluster's parameters, the statistics are the points' count
     and sum, and sums are exact in any order (threads, workers), which the data's grid ensures."""
@@ -147,7 +185,8 @@ class Multinomial(CountPrior):
     def __init__(self, beta=1.0):
         self.beta = beta
 
-    def __repr__(self):
+    def checkpoint_label(self):
+        """The prior's scalar parameters, as checkpoints name it (``checkpoint.prior_description``)."""
         return f"Multinomial(beta={self.beta!r})"
 
     def fitted(self, X):
@@ -194,7 +233,7 @@ class PoissonGamma(CountPrior):
         self.shape = shape
         self.rate = rate
 
-    def __repr__(self):
+    def checkpoint_label(self):
         return f"PoissonGamma(shape={self.shape!r}, rate={self.rate!r})"
 
     def fitted(self, X):
@@ -228,7 +267,7 @@ class PoissonGamma(CountPrior):
         return np.log(mean), -mean.sum(axis=-1)
 
 
-class NormalInverseWishart:
+class NormalInverseWishart(PriorParameters):
     """Gaussian likelihood with unknown mean and full covariance, Normal-Inverse-Wishart prior.
 
     Sigma ~ IW(nu, psi), mu | Sigma ~ N(mean, Sigma / kappa). Data-based defaults (``None``): ``mean`` = the data
@@ -252,7 +291,7 @@ class NormalInverseWishart:
     and moves the results back: the statistics are raw sums, which hold no digit of the spread of points far from
     the origin (1e8 times their spread). Centring removes a common offset only: clusters 1e7 times their own
     spread from the data's mean still lose precision. The likelihood kernels compute in float32: data with
-    values beyond about 1.7e38, or whose columns all span less than 1e-30, are refused (rescale them).
+    values beyond about 1.7e38, or whose columns all span less than 1e-20, are refused (rescale them).
 
     ``psi="sample"`` makes the clusters' common scale a parameter of the model: ``psi = s I`` with the scale-free
     prior p(s) proportional to 1/s, started at the default above without its cap, and the sampler draws s with
@@ -285,7 +324,7 @@ class NormalInverseWishart:
         current s in ``psi`` and the floor of s in ``scale_floor``)."""
         return (isinstance(self.psi, str) and self.psi == "sample") or "scale_floor" in vars(self)
 
-    def __repr__(self):
+    def checkpoint_label(self):
         sampled = ", psi='sample'" if self.sampled_scale else ""
         return f"NormalInverseWishart(kappa={self.kappa!r}, nu={self.nu!r}{sampled})"
 
@@ -330,11 +369,11 @@ class NormalInverseWishart:
         if isinstance(self.psi, str) and self.psi != "sample":
             raise ValueError(f"NormalInverseWishart psi must be None, 'sample' or a (d, d) array, got {self.psi!r}")
         widest = float((X.max(axis=0) - X.min(axis=0)).max()) if X.shape[0] else 0.0
-        if 0.0 < widest < NARROWEST_SPAN:
+        if 0.0 < widest < NARROWEST_DATA_SPAN:
             raise ValueError(
                 f"X's columns span at most {widest:.3g}, too narrow for the NormalInverseWishart prior's likelihood "
-                f"kernels (float32) to resolve (about {NARROWEST_SPAN:.0e} at least); rescale X, e.g. standardise "
-                "its columns"
+                f"kernels (float32) to resolve (it takes {NARROWEST_DATA_SPAN:.0e} at least); rescale X, e.g. "
+                "standardise its columns"
             )
         if given_psi is None or isinstance(given_psi, str):
             variances = X.var(axis=0) if X.shape[0] > 1 else np.ones(d)
@@ -484,8 +523,12 @@ class NormalGamma(SparseKernelPrior):
     few points override it); ``kappa`` = 0.01. Without the cap the prior would hold the clusters' variance far
     above the data's in features of small spread (the last of 60 principal components, or a feature in other
     units), which the points cannot override. ``rate`` may also be given, one number or an array of d rates.
-    Features constant over the data are left out (``FeatureMap``), unless all are; linear dependences do not
-    matter here.
+    Features constant over the data are left out (``FeatureMap``), unless all are. Features that are linear
+    functions of others are kept: they raise no singular covariance here, but a diagonal model reads a
+    correlation within a cluster as several clusters (scikit-learn's ``make_blobs(600, centers=3,
+    random_state=0)`` with a third column x0 - 2 x1: 16-20 clusters, against 3-5 without it), so correlated
+    features, such as a low-rank embedding's raw coordinates, are better given as principal components or to
+    ``NormalInverseWishart``.
 
     log m(X_k) = sum_f [lgamma(a_n) - lgamma(a) + a log b_f - a_n log b_nf + log(kappa / kappa_n) / 2]
     - n d log(2 pi) / 2, with kappa_n = kappa + n, a_n = a + n / 2, mu_nf = (kappa m_f + S_f) / kappa_n and
@@ -514,7 +557,7 @@ class NormalGamma(SparseKernelPrior):
         self.shape = shape
         self.rate = rate
 
-    def __repr__(self):
+    def checkpoint_label(self):
         return f"NormalGamma(kappa={self.kappa!r}, shape={self.shape!r}, rate={self.rate!r})"
 
     def check_data(self, X):
@@ -825,12 +868,14 @@ DIAGONAL_FROM_FEATURES = 50
 
 
 def default_prior(X):
-    """``Multinomial()`` for non-negative integer data (dense or sparse); for other data ``NormalGamma()`` (diagonal
-    covariances) from ``DIAGONAL_FROM_FEATURES`` varying features on (constant ones are left out),
-    ``NormalInverseWishart()`` below."""
+    """``Multinomial()`` for non-negative integer data (dense or sparse) of two features or more, ``PoissonGamma()``
+    for one (a multinomial reads each point's proportions over the features, which over one feature are all 1:
+    every partition would be as likely); for other data ``NormalGamma()`` (diagonal covariances) from
+    ``DIAGONAL_FROM_FEATURES`` varying features on (constant ones are left out), ``NormalInverseWishart()``
+    below."""
     values = X.data if sp.issparse(X) else X
     if np.all(values >= 0) and np.all(values == np.round(values)):
-        return Multinomial()
+        return Multinomial() if X.shape[1] > 1 else PoissonGamma()
     if sp.issparse(X):
         raise ValueError(
             "sparse X with negative or non-integer values: count priors need non-negative integers and the "
