@@ -484,6 +484,10 @@ def test_missing_values_of_nullable_dataframe_columns_are_named_as_nan():
         conjoined.DPMM(n_iter=5).fit(floats)
     np.testing.assert_array_equal(CDP(n_iter=20, random_state=0).fit(pd.DataFrame(X).astype("Int64")).rows_,
                                   CDP(n_iter=20, random_state=0).fit(X).rows_)
+    # numbers read as text are still refused as text, not converted
+    for text in (pd.DataFrame(X).astype(str), pd.DataFrame(X).astype(str).astype("string")):
+        with pytest.raises(TypeError, match="holds text"):
+            CDP(n_iter=5).fit(text)
 
 
 def test_refinement_and_extraction_keep_blas_on_one_thread(monkeypatch):

@@ -75,6 +75,21 @@ def test_priors_have_scikit_learn_parameters():
         "NormalInverseWishart(kappa=0.01, nu=5.0) #")
 
 
+def test_a_model_pickled_before_estimate_existed_loads_as_the_last_sample():
+    import pickle
+
+    from sklearn.base import clone
+    X, _ = gaussian_mixture(0, n=90, K=3)
+    model = conjoined.DPMM(n_iter=10, random_state=0).fit(X)
+    state = model.__getstate__()
+    del state["estimate"], state["labels_iteration_"]
+    old = conjoined.DPMM.__new__(conjoined.DPMM)
+    old.__setstate__(state)
+    loaded = pickle.loads(pickle.dumps(old))
+    assert loaded.get_params()["estimate"] == "sample" and loaded.labels_iteration_ == 9
+    np.testing.assert_array_equal(clone(loaded).fit(X).labels_, model.labels_)
+
+
 def test_counts_of_one_feature_get_a_poisson_mixture():
     # a multinomial over one feature gives every point the proportion 1: it read these two levels as one (ARI 0)
     rng = np.random.default_rng(0)
@@ -201,11 +216,12 @@ def test_map_estimate_is_the_most_probable_posterior_sample():
 
 def test_map_estimate_with_a_sampled_scale_and_without_samples_after_warmup():
     X, _ = gaussian_mixture(0, n=300, K=5, d=3)
-    model = conjoined.DPMM(n_iter=40, random_state=0, estimate="map",
+    model = conjoined.DPMM(n_iter=40, random_state=1, estimate="map",
                            prior=conjoined.NormalInverseWishart(psi="sample")).fit(X)
     after = slice(model.warmup_, None)
-    # p(labels, X, s) with the scale's prior 1/s
-    it = model.warmup_ + np.argmax(model.log_posterior_trace_[after] - np.log(model.psi_scale_trace_[after]))
+    # the density of (labels, log s), in which the scale's prior is flat: here not that of (labels, s)
+    it = model.warmup_ + np.argmax(model.log_posterior_trace_[after])
+    assert it != model.warmup_ + np.argmax(model.log_posterior_trace_[after] - np.log(model.psi_scale_trace_[after]))
     assert model.labels_iteration_ == it
     assert model.prior_.psi[0, 0] == model.psi_scale_trace_[it]
     np.testing.assert_array_equal(model.labels_, model.labels_trace_[it])

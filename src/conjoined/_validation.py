@@ -30,7 +30,7 @@ def _describe_position(X, mask_fn):
 def _check_not_text(values, name):
     """TypeError when ``values`` holds text: numpy would read "1" as 1.0 and hide a table read as strings."""
     if values.dtype.kind in "US" or (
-        values.dtype.kind == "O" and not {str, bytes}.isdisjoint(map(type, values.ravel()))
+        values.dtype.kind == "O" and any(isinstance(value, (str, bytes)) for value in values.ravel())  # np.str_ too
     ):
         raise TypeError(f"{name} holds text, not numbers (dtype {values.dtype})")
 
@@ -75,15 +75,15 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
             raw = np.asarray(X)
         except (TypeError, ValueError) as exc:  # ragged nested sequences, among others
             raise TypeError(f"{name} must be numeric: {exc}") from None
+        if np.iscomplexobj(raw):
+            raise ValueError(f"Complex data not supported: {name} has complex values")
+        _check_not_text(raw, name)
         if raw.dtype == object and hasattr(X, "columns"):
             # a DataFrame of nullable columns (Float64, Int64) holds pd.NA: as NaN, it is named as a NaN is
             try:
                 raw = X.to_numpy(dtype=np.float64, na_value=np.nan)
             except (TypeError, ValueError):
                 pass  # not numbers: named below
-        if np.iscomplexobj(raw):
-            raise ValueError(f"Complex data not supported: {name} has complex values")
-        _check_not_text(raw, name)
         try:
             out = np.array(raw, dtype=dtype, order="C", copy=True)
         except (TypeError, ValueError) as exc:
