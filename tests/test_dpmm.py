@@ -90,6 +90,40 @@ def test_a_model_pickled_before_estimate_existed_loads_as_the_last_sample():
     np.testing.assert_array_equal(clone(loaded).fit(X).labels_, model.labels_)
 
 
+def test_score_samples_is_the_fitted_mixtures_log_likelihood():
+    from scipy import stats
+    from scipy.special import logsumexp
+    rng = np.random.default_rng(0)
+
+    def mixture(model, log_likelihoods):  # (K, n) per cluster
+        return logsumexp(np.log(model.weights_)[:, None] + np.asarray(log_likelihoods), axis=0)
+
+    X = np.vstack([rng.normal(size=(60, 2)), rng.normal(size=(60, 2)) + 6])
+    model = conjoined.DPMM(n_iter=30, random_state=0).fit(X)
+    P = model.cluster_params_
+    expected = mixture(model, [stats.multivariate_normal(P["mean"][k], P["covariance"][k]).logpdf(X)
+                               for k in range(model.n_clusters_)])
+    np.testing.assert_allclose(model.score_samples(X), expected, rtol=1e-9)
+    assert model.score(X) == pytest.approx(expected.mean())
+    C = rng.poisson(np.vstack([np.full((40, 5), 2.0), np.tile([8.0, 1, 1, 1, 8], (40, 1))]))
+    multinomial = conjoined.DPMM(n_iter=30, random_state=0).fit(C)
+    theta = multinomial.cluster_params_["theta"]
+    expected = mixture(multinomial, [[stats.multinomial(row.sum(), theta[k]).logpmf(row) for row in C]
+                                     for k in range(multinomial.n_clusters_)])
+    np.testing.assert_allclose(multinomial.score_samples(C), expected, rtol=1e-9)
+    np.testing.assert_allclose(multinomial.score_samples(sp.csr_matrix(C)), expected, rtol=1e-9)
+    poisson = conjoined.DPMM(n_iter=30, random_state=0, prior=conjoined.PoissonGamma()).fit(C)
+    rate = poisson.cluster_params_["rate"]
+    expected = mixture(poisson, [stats.poisson(rate[k]).logpmf(C).sum(axis=1) for k in range(poisson.n_clusters_)])
+    np.testing.assert_allclose(poisson.score_samples(sp.csr_matrix(C)), expected, rtol=1e-9)
+    # a density of X: it integrates to 1 (NormalGamma scores X in units of each feature's spread)
+    x = np.concatenate([rng.normal(size=100), rng.normal(size=100) * 0.5 + 5])[:, None]
+    grid = np.linspace(-10, 15, 20001)[:, None]
+    for prior in (None, conjoined.NormalGamma()):
+        fitted = conjoined.DPMM(n_iter=30, random_state=0, prior=prior).fit(x)
+        assert np.exp(fitted.score_samples(grid)).sum() * 25 / 20000 == pytest.approx(1.0, abs=1e-6)
+
+
 def test_counts_of_one_feature_get_a_poisson_mixture():
     # a multinomial over one feature gives every point the proportion 1: it read these two levels as one (ARI 0)
     rng = np.random.default_rng(0)

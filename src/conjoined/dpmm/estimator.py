@@ -441,7 +441,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         self.time_trace_ = traces["time"]
         self.psi_scale_trace_ = traces["psi_scale"]
 
-    def _log_joint(self, X):
+    def _prediction_data(self, X):
+        """X checked against the fit (features, names, the prior's data rules): dense or CSR."""
         check_is_fitted(self, "labels_")
         # A DataFrame's names are checked first (other columns are that, not bad values); anything else's shape
         # after check_matrix, whose errors say more than a feature count.
@@ -452,6 +453,11 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         if not is_frame:
             record_features(self, X, reset=False)
         self.prior_.check_data(raw)
+        return raw
+
+    def _log_joint(self, raw):
+        """(n_samples, n_clusters_) log weight plus log likelihood of each point of ``raw`` (checked) in each
+        cluster, without the terms no cluster changes (``prior_.log_point_constant``)."""
         log_w = np.log(self.weights_)
         # parallel kernels, whatever the size: under numba's workqueue layer they must take turns with any fit
         with numba_threads(resolve_n_jobs(self.n_jobs)), parallel_section(True):
@@ -469,13 +475,26 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     def predict_proba(self, X):
         """(n_samples, n_clusters_) posterior probability of each cluster under the posterior-mean parameters and
         weights of the partition ``labels_`` reports."""
-        log_joint = self._log_joint(X)
+        log_joint = self._log_joint(self._prediction_data(X))
         return np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
 
     def predict(self, X):
         """Most probable cluster of each point under the posterior-mean parameters and weights of the partition
         ``labels_`` reports (int32, as ``labels_``)."""
-        return np.argmax(self._log_joint(X), axis=1).astype(np.int32)
+        return np.argmax(self._log_joint(self._prediction_data(X)), axis=1).astype(np.int32)
+
+    def score_samples(self, X):
+        """(n_samples,) log likelihood of each point under the mixture ``predict_proba`` uses: the weights and
+        posterior-mean parameters of the partition ``labels_`` reports (for ``NormalGamma``, each feature at its
+        posterior mean and precision). Counts: the log probability of the point's counts (``Multinomial``: given
+        their total). Gaussian priors: the log density over the columns the prior keeps (a column left out,
+        constant over the fitted data or a linear function of others, is not scored)."""
+        raw = self._prediction_data(X)
+        return logsumexp(self._log_joint(raw), axis=1) + self.prior_.log_point_constant(raw)
+
+    def score(self, X, y=None):
+        """Mean of ``score_samples(X)``: the average log likelihood of the points."""
+        return float(np.mean(self.score_samples(X)))
 
     def fit_predict(self, X, y=None):
         return self.fit(X).labels_

@@ -171,6 +171,15 @@ class CountPrior(SparseKernelPrior):
         return params
 
 
+def _sum_of_log_factorials(X):
+    """(n,) sum_f lgamma(x_f + 1) of each row of X (dense or sparse counts)."""
+    if sp.issparse(X):
+        csr = sp.csr_matrix(X)
+        logs = sp.csr_matrix((gammaln(csr.data + 1.0), csr.indices, csr.indptr), shape=csr.shape)
+        return np.asarray(logs.sum(axis=1)).ravel()
+    return gammaln(np.asarray(X, dtype=np.float64) + 1.0).sum(axis=1)
+
+
 class Multinomial(CountPrior):
     """Multinomial likelihood with a symmetric Dirichlet(beta) prior on each cluster's feature distribution.
 
@@ -216,6 +225,11 @@ class Multinomial(CountPrior):
     def expected_params(self, stats):
         mean = self.posterior_mean(stats)["theta"]
         return np.log(mean), np.zeros(mean.shape[:-1])
+
+    def log_point_constant(self, X):
+        """(n,) each point's log multinomial coefficient, log(N! / prod x_f!) for its total N: the term of its
+        log likelihood that no cluster changes, left out of the kernels' scores."""
+        return gammaln(np.asarray(X.sum(axis=1)).ravel() + 1.0) - _sum_of_log_factorials(X)
 
 
 class PoissonGamma(CountPrior):
@@ -265,6 +279,10 @@ class PoissonGamma(CountPrior):
     def expected_params(self, stats):
         mean = self.posterior_mean(stats)["rate"]
         return np.log(mean), -mean.sum(axis=-1)
+
+    def log_point_constant(self, X):
+        """(n,) -sum_f log x_f! of each point: the term of its log likelihood that no cluster changes."""
+        return -_sum_of_log_factorials(X)
 
 
 class NormalInverseWishart(PriorParameters):
@@ -323,6 +341,10 @@ class NormalInverseWishart(PriorParameters):
         """Whether psi = s I with s sampled: ``psi="sample"``, or a fitted copy of such a prior (which holds the
         current s in ``psi`` and the floor of s in ``scale_floor``)."""
         return (isinstance(self.psi, str) and self.psi == "sample") or "scale_floor" in vars(self)
+
+    def log_point_constant(self, X):
+        """(n,) zeros: the kernels' Gaussian scores are whole log densities."""
+        return np.zeros(X.shape[0])
 
     def checkpoint_label(self):
         sampled = ", psi='sample'" if self.sampled_scale else ""
@@ -636,6 +658,11 @@ class NormalGamma(SparseKernelPrior):
         if features.drops:
             copy.feature_map = features
         return copy
+
+    def log_point_constant(self, X):
+        """(n,) -sum_f log spread_f over the kept features: the kernels score z, X in units of each feature's
+        spread, and a density of X is that of z over the spreads."""
+        return np.full(X.shape[0], -np.log(self.spread).sum())
 
     def kernel_data(self, X):
         """X (n, d) as the kernels take it, for a fitted prior: CSR rows (z, z^2), z on the grid (class
