@@ -484,6 +484,8 @@ def test_missing_values_of_nullable_dataframe_columns_are_named_as_nan():
         conjoined.DPMM(n_iter=5).fit(floats)
     np.testing.assert_array_equal(CDP(n_iter=20, random_state=0).fit(pd.DataFrame(X).astype("Int64")).rows_,
                                   CDP(n_iter=20, random_state=0).fit(X).rows_)
+    with pytest.raises(TypeError, match=r"X is an AnnData object; .* use conjoined.anndata.cdp\(adata\)"):
+        CDP(n_iter=5).fit(pytest.importorskip("anndata").AnnData(X.T.astype(np.float32)))
     # numbers read as text are still refused as text, not converted
     for text in (pd.DataFrame(X).astype(str), pd.DataFrame(X).astype(str).astype("string")):
         with pytest.raises(TypeError, match="holds text"):

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from conjoined import cli
 from conjoined.cli import PICTURE_DPI, PICTURES, main
-from conjoined.datasets import make_biclusters_counts
+from conjoined.datasets import make_biclusters_counts, make_cdp_case
 
 pd = pytest.importorskip("pandas")
 anndata = pytest.importorskip("anndata")
@@ -264,6 +264,22 @@ def test_params_name_the_input_files_by_absolute_paths(planted, tmp_path, monkey
     given = json.loads((tmp_path / "out" / "params.json").read_text())["input"]
     assert [given[name] for name in ("path", "row_names", "column_names")] == [
         str(tmp_path / name) for name in ("m.mtx", "genes.txt", "cells.txt")]
+
+
+def test_params_name_the_mat_variable_read_even_when_chosen_alone(tmp_path, capsys):
+    X, _, _ = make_cdp_case(2, random_state=0)
+    scipy.io.savemat(tmp_path / "m.mat", {"documents": sp.csc_matrix(X.astype(float))})
+    status, _, err = _run(["fit", tmp_path / "m.mat", "-o", tmp_path / "out", *FAST, "--no-plots"], capsys)
+    assert status == 0, err
+    assert json.loads((tmp_path / "out" / "params.json").read_text())["input"]["variable"] == "documents"
+
+
+def test_output_under_a_file_is_named_as_such(reference, tmp_path, capsys):
+    (tmp_path / "afile").write_text("keep me")
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "afile" / "sub", *FAST, "--no-plots"],
+                          capsys)
+    assert status == 2 and err.endswith(f"afile/sub: {tmp_path / 'afile'} is a file, not a folder\n")
+    assert (tmp_path / "afile").read_text() == "keep me"
 
 
 def test_summary_table_lists_the_top_rows(reference, tmp_path, capsys):

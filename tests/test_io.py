@@ -350,13 +350,24 @@ def test_h5ad_dense_and_log_normalised_with_raw(tmp_path, counts):
     adata.X = np.log1p(adata.X)
     adata.write_h5ad(tmp_path / "log.h5ad")
     with pytest.raises(
-        ValueError, match=r"log\.h5ad: X holds non-integer values .*\.raw exists: try layer='raw'"
+        ValueError, match=r"log\.h5ad: X holds non-integer values .*\.raw exists: try the layer raw \(layer='raw', "
+                          r"--layer raw\)"
     ):
         read_matrix(tmp_path / "log.h5ad")
     raw = read_matrix(tmp_path / "log.h5ad", layer="raw")
     assert isinstance(raw.X, np.ndarray) and raw.X.flags.c_contiguous
     np.testing.assert_array_equal(raw.X, X)
     np.testing.assert_array_equal(raw.row_names, genes)
+
+
+def test_h5ad_repeated_names_are_made_unique(tmp_path, counts):
+    # as the 10x reader makes them: anndata only warns, and results named g, g would not say which is which
+    X, _, _ = counts
+    anndata.AnnData(X=X.T.astype(np.float64), obs=pd.DataFrame(index=["c", "c", "d", "c"]),
+                    var=pd.DataFrame(index=["g", "h", "g", "g", "k"])).write_h5ad(tmp_path / "dup.h5ad")
+    result = read_matrix(tmp_path / "dup.h5ad")
+    assert result.row_names.tolist() == ["g", "h", "g-1", "g-2", "k"]
+    assert result.column_names.tolist() == ["c", "c-1", "d", "c-2"]
 
 
 def test_h5ad_nan_is_left_to_the_matrix_check(tmp_path, counts):
@@ -376,7 +387,7 @@ def test_mat_variable_selection(tmp_path, counts):
     X, _, _ = counts
     scipy.io.savemat(tmp_path / "one.mat", {"counts": sp.csc_matrix(X), "labels": np.arange(4)[None, :]})
     result = read_matrix(tmp_path / "one.mat")  # the 1 x 4 vector is not a candidate
-    assert sp.isspmatrix_csr(result.X) and result.source_format == "mat"
+    assert sp.isspmatrix_csr(result.X) and result.source_format == "mat" and result.variable == "counts"
     np.testing.assert_array_equal(result.X.toarray(), X)
 
     scipy.io.savemat(tmp_path / "two.mat", {"counts": X, "other": X + 1})

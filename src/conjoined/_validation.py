@@ -71,6 +71,11 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
     else:
         if X is None:
             raise ValueError(f"{name} is None; expected a 2-d array")
+        if all(hasattr(X, attribute) for attribute in ("obs", "var", "layers")):
+            raise TypeError(
+                f"{name} is an AnnData object; pass one of its matrices (adata.X is cells x genes; adata.X.T, "
+                "adata.layers[...].T or adata.obsm[...]), or for CDP use conjoined.anndata.cdp(adata)"
+            )
         try:
             raw = np.asarray(X)
         except (TypeError, ValueError) as exc:  # ragged nested sequences, among others

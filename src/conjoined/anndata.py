@@ -145,7 +145,9 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     copy : bool, default=False
         Work on (and return) a copy instead of writing into ``adata``.
     use_raw : bool or None, default=False
-        Use ``adata.raw.X`` restricted to ``adata.var_names`` (None: False).
+        Use ``adata.raw.X`` restricted to ``adata.var_names`` (None: False): the results are written into
+        ``adata``, whose genes they describe. ``conjoined fit --layer raw`` on the file fits every gene of
+        ``.raw`` instead (often more than ``adata.var_names``, the variable genes).
     **params
         Parameters of :class:`conjoined.CDP` (``row_*`` is the gene side, ``column_*`` the cell side), e.g.
         ``row_alpha=10, n_iter=500, random_state=0``. Unlike ``CDP`` itself, whose Poisson defaults are the

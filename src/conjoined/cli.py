@@ -296,7 +296,8 @@ def build_parser():
     )
     fit.add_argument("--quiet", action="store_true", help="no progress bars")
     fit.add_argument("--no-plots", action="store_true", help="skip the pictures (they need matplotlib)")
-    fit.add_argument("--layer", help=".h5ad: the layer holding counts ('raw': adata.raw.X; default X)")
+    fit.add_argument("--layer", help=".h5ad: the layer holding counts ('raw': adata.raw.X, all its genes; "
+                     "default X)")
     fit.add_argument("--variable", help=".mat: the variable holding the matrix")
     fit.add_argument("--row-names", metavar="FILE",
                      help="text file with one name a line for the rows of INPUT (with --transpose, the columns fitted)")
@@ -391,7 +392,8 @@ def _default_names(n):
 
 
 def _read_input(args):
-    """``(X, row_names, column_names, source_format)`` with X validated counts (CSR or dense float64)."""
+    """``(X, row_names, column_names, matrix)`` with X validated counts (CSR or dense float64) and ``matrix``
+    the ``LabeledMatrix`` read (its format and, for .mat, variable)."""
     matrix = read_matrix(
         args.input,
         layer=args.layer,
@@ -427,7 +429,7 @@ def _read_input(args):
                         "(CDP needs at least 2 rows and 2 columns with counts)")
     row_names = _default_names(X.shape[0]) if row_names is None else np.asarray(row_names, dtype=str)
     column_names = _default_names(X.shape[1]) if column_names is None else np.asarray(column_names, dtype=str)
-    return X, row_names, column_names, matrix.source_format
+    return X, row_names, column_names, matrix
 
 
 def _fresh_seed():
@@ -674,7 +676,7 @@ def _check_replaceable_fit(outdir):
 def _run_fit(args, argv):
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         raise UserError("the pictures need matplotlib: pip install matplotlib, or pass --no-plots")
-    X, row_names, column_names, source_format = _read_input(args)
+    X, row_names, column_names, matrix = _read_input(args)
     model = _estimator_from_args(args)
     inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
     with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
@@ -714,10 +716,10 @@ def _run_fit(args, argv):
                 "command": [PROG, *argv],
                 "input": {
                     "path": _absolute(args.input),
-                    "format": source_format,
+                    "format": matrix.source_format,
                     "shape": list(X.shape),
                     "layer": args.layer,
-                    "variable": args.variable,
+                    "variable": matrix.variable,
                     "row_names": _absolute(args.row_names),
                     "column_names": _absolute(args.column_names),
                     "transpose": args.transpose,

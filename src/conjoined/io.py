@@ -61,12 +61,15 @@ class LabeledMatrix(NamedTuple):
     row_names, column_names : ndarray of str, or None when the file holds none
     source_format : str
         One of "csv", "tsv", "mtx", "10x", "npz", "h5ad", "mat".
+    variable : str or None
+        For a .mat file, the variable read (given or the only candidate); None otherwise.
     """
 
     X: object
     row_names: np.ndarray | None
     column_names: np.ndarray | None
     source_format: str
+    variable: str | None = None
 
 
 def _one_line(exc):
@@ -322,13 +325,14 @@ def _read_h5ad(path, layer):
     if example is not None:
         hint = f"layers: {list(adata.layers.keys())}" if len(adata.layers) else "no layers"
         if adata.raw is not None and what != "raw.X":
-            hint = f".raw exists: try layer='raw' ({hint})"
+            hint = f".raw exists: try the layer raw (layer='raw', --layer raw) ({hint})"
         raise ValueError(
             f"{path}: {what} holds non-integer values (e.g. {example:g}): it looks normalised or log-transformed, "
             f"and CDP needs raw counts; {hint}"
         )
     X = sp.csr_matrix(matrix.T) if sp.issparse(matrix) else np.ascontiguousarray(np.asarray(matrix).T)
-    return X, np.asarray(var_names, dtype=str), np.asarray(adata.obs_names, dtype=str)
+    # as the 10x and table readers do (anndata only warns of repeated names): results must tell items apart
+    return X, _make_unique(np.asarray(var_names, dtype=str)), _make_unique(np.asarray(adata.obs_names, dtype=str))
 
 
 def _is_numeric_matrix(value):
@@ -407,7 +411,7 @@ def _read_mat(path, variable):
         )
     value = contents[variable]
     X = sp.csr_matrix(value) if sp.issparse(value) else np.ascontiguousarray(value)
-    return (X, *_mat_names(contents, X.shape))
+    return (X, *_mat_names(contents, X.shape), variable)
 
 
 def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names=None):
@@ -481,12 +485,12 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     elif source_format == "h5ad":
         X, file_row_names, file_column_names = _read_h5ad(path, layer)
     else:
-        X, file_row_names, file_column_names = _read_mat(path, variable)
+        X, file_row_names, file_column_names, variable = _read_mat(path, variable)
     if row_names is not None:
         file_row_names = _names_argument(row_names, X.shape[0], what="row", path=path)
     if column_names is not None:
         file_column_names = _names_argument(column_names, X.shape[1], what="column", path=path)
-    return LabeledMatrix(X, file_row_names, file_column_names, source_format)
+    return LabeledMatrix(X, file_row_names, file_column_names, source_format, variable)
 
 
 def _temporary_sibling(path, kind):
@@ -577,6 +581,10 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
     while not ancestor.exists():
         created_parents.append(ancestor)
         ancestor = ancestor.parent
+    if not ancestor.is_dir():  # mkdir would say "File exists" of it
+        error = NotADirectoryError(f"cannot write the results to {path}: {ancestor} is a file, not a folder")
+        error.errno = errno.ENOTDIR
+        raise error
     staging = _temporary_sibling(parent / path.name, "partial")
     try:
         parent.mkdir(parents=True, exist_ok=True)
