@@ -19,6 +19,7 @@ import shutil
 import signal
 import threading
 import uuid
+import warnings
 import zlib
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -305,7 +306,9 @@ def _read_h5ad(path, layer):
     except ImportError:
         raise ImportError("reading .h5ad files needs anndata: pip install anndata") from None
     try:
-        adata = anndata.read_h5ad(path)
+        with warnings.catch_warnings():  # repeated names are made unique below, as anndata's warning asks
+            warnings.filterwarnings("ignore", message=".* names are not unique", category=UserWarning)
+            adata = anndata.read_h5ad(path)
     except Exception as exc:  # noqa: BLE001
         raise ValueError(f"{path}: cannot read as AnnData ({_one_line(exc)})") from None
     choices = list(adata.layers.keys()) + (["raw"] if adata.raw is not None else [])
