@@ -88,13 +88,21 @@ def _open_text(path):
 
 
 def _make_unique(names):
-    """Append ``-1``, ``-2``, ... to repeated names (the AnnData convention), keeping first occurrences."""
-    seen = {}
-    unique = []
+    """Append ``-1``, ``-2``, ... to repeated names, keeping first occurrences and skipping a suffixed name that is
+    a name already (as AnnData's ``var_names_make_unique``: g, g, g-1 -> g, g-2, g-1)."""
+    names = [str(name) for name in names]
+    taken, kept, suffixes, unique = set(names), set(), {}, []
     for name in names:
-        count = seen.get(name, 0)
-        seen[name] = count + 1
-        unique.append(name if count == 0 else f"{name}-{count}")
+        if name not in kept:
+            kept.add(name)
+            unique.append(name)
+            continue
+        count = suffixes.get(name, 0) + 1
+        while f"{name}-{count}" in taken:
+            count += 1
+        suffixes[name] = count
+        taken.add(f"{name}-{count}")
+        unique.append(f"{name}-{count}")
     return np.array(unique, dtype=str)
 
 

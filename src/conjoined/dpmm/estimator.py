@@ -487,8 +487,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         """(n_samples,) log likelihood of each point under the mixture ``predict_proba`` uses: the weights and
         posterior-mean parameters of the partition ``labels_`` reports (for ``NormalGamma``, each feature at its
         posterior mean and precision). Counts: the log probability of the point's counts (``Multinomial``: given
-        their total). Gaussian priors: the log density over the columns the prior keeps (a column left out,
-        constant over the fitted data or a linear function of others, is not scored)."""
+        their total). Gaussian priors: the log density over the columns the prior keeps. A column left out,
+        constant over the fitted data or a linear function of others, is not scored: a point whose value there
+        departs from the fitted constant or function scores as if it did not (the model gives it no density)."""
         raw = self._prediction_data(X)
         return logsumexp(self._log_joint(raw), axis=1) + self.prior_.log_point_constant(raw)
 
