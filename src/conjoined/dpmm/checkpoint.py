@@ -2,10 +2,9 @@
 
 A checkpoint holds the number of completed iterations, the driver-side sampler state (``DPMMState``), the
 driver's random state, every point's label and sub-label, every stream's random state, the traces so far and, for
-``estimate="map"``, the most probable sample so far. It is
-an ``.npz`` file (no pickled objects: random states are stored as JSON), written to a temporary file in the same
-directory and moved over the old one with ``os.replace``, so a fit killed while writing leaves the previous
-checkpoint intact.
+``estimate="map"``, the most probable sample so far. It is an ``.npz`` file (no pickled objects: random states
+are stored as JSON), written to a temporary file in the same directory and moved over the old one with
+``os.replace``, so a fit killed while writing leaves the previous checkpoint intact.
 
 A checkpoint is tied to the data and to every parameter that changes the chain (``fingerprint``); loading one
 written for anything else raises a ValueError that names the difference. ``random_state=None`` matches any seed:

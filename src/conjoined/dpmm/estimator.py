@@ -139,8 +139,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         Conjugate prior, which also fixes the likelihood. None picks ``Multinomial()`` for non-negative integer
         data (dense or sparse), which reads each point's proportions over the features, not its total (pass
         ``PoissonGamma()`` for counts whose levels differ, or a Gaussian prior), and ``PoissonGamma()`` for such
-        data of one feature; for other data ``NormalInverseWishart()`` (full
-        covariances, data-based defaults) below 50 features and ``NormalGamma()`` (diagonal covariances) from 50 on, where full covariances merge
+        data of one feature; for other data ``NormalInverseWishart()`` (full covariances, data-based defaults)
+        below 50 features and ``NormalGamma()`` (diagonal covariances) from 50 on, where full covariances merge
         clusters and cost d^2 a point. For embeddings of tens of dimensions whose clusters overlap,
         ``NormalInverseWishart(psi="sample")`` samples the clusters' common scale with the partition.
     n_iter : int, default=100
