@@ -17,6 +17,7 @@ _SUBMODULES = ("baselines", "datasets", "extract", "io", "metrics", "reassign")
 _NAMES = {
     "AllZeroWarning": "cdp",
     "CDP": "cdp",
+    "ChainNotSettledWarning": "dpmm",
     "ConjoinedDirichletProcess": "cdp",
     "DPMM": "dpmm",
     "HoldoutWarning": "cdp",

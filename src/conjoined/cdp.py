@@ -49,6 +49,7 @@ from ._validation import (
 )
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.backends import single_threaded_blas
+from .dpmm.diagnostics import ChainNotSettledWarning, describe
 from .dpmm.estimator import SharedClientMixin, resolve_n_jobs, seed_sequence
 from .dpmm.priors import COUNT_GRID, SufficientStats
 from .dpmm.sampler import merge_log_odds
@@ -485,6 +486,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         everywhere where the data show no depth effect; NaN for items set aside); None without conjoined
         rounds.
     row_dpmm_, column_dpmm_ : the last fitted DPMM of each side, with its traces.
+    dpmm_trends_ : list of ``(side, ChainTrend)``, one per DPMM fitted ("row" or "column", in the order of fitting:
+        both sides, then both again in each round): the trend of its log posterior after warm-up
+        (``DPMM.log_posterior_trend_``). ``fit`` warns once (``ChainNotSettledWarning``) for the fits that have
+        not settled.
     token_counts_ : TokenCounts (n_kl, n_ik, n_jl), float64: the reassignment's mean counts over the last half of
         its sweeps (the initial allocation's counts when ``n_reassign=0``). Unlike the other attributes, n_ik and
         n_jl hold only the rows and columns with counts, in the fit's canonical order (by content).
@@ -592,6 +597,32 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                     random_state=seed, n_jobs=self.n_jobs, verbose=self.verbose, n_shards=self.n_shards,
                     backend=self.backend, client=self.client, address=self.address, checkpoint=checkpoint)
 
+    def _fitted_dpmm(self, side, seed, data, fits):
+        """The side's DPMM fitted on ``data``, appended to ``fits``; whether it settled is said by ``fit`` for
+        all the fits at once (``_warn_unsettled``)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ChainNotSettledWarning)
+            dpmm = self._dpmm(side, seed).fit(data)
+        fits.append((side, dpmm))
+        return dpmm
+
+    def _warn_unsettled(self, fits):
+        unsettled = []
+        for side in ("row", "column"):
+            side_fits = [dpmm for fit_side, dpmm in fits if fit_side == side]
+            for number, dpmm in enumerate(side_fits, 1):
+                if dpmm.log_posterior_trend_.settled is False:
+                    sampled_k = dpmm.n_clusters_trace_[dpmm.warmup_:]
+                    unsettled.append(f"{side} mixture {number} of {len(side_fits)}: "
+                                     f"{describe(dpmm.log_posterior_trend_, sampled_k)}")
+        if unsettled:
+            warnings.warn(
+                f"{len(unsettled)} of the {len(fits)} mixture fits have not settled ({'; '.join(unsettled)}). "
+                f"The partitions may change with more iterations: raise n_iter (now {self.n_iter}); dpmm_trends_ "
+                "has every fit's trend.",
+                ChainNotSettledWarning, stacklevel=5,  # past _warn_unsettled, fit and fit's two decorators
+            )
+
     @unwrapping_interruptions
     @keeping_state_on_failure
     def fit(self, X, y=None):
@@ -635,8 +666,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             row_index, col_index = row_index[fit_rows], col_index[fit_cols]
             core, fit_core, test_core = (part[fit_rows][:, fit_cols] for part in (core, fit_core, test_core))
         row_data, column_data = fit_core, sp.csr_matrix(fit_core.T)  # what each side's last mixture was fitted on
-        row_dpmm = self._dpmm("row", row_seed).fit(row_data)
-        column_dpmm = self._dpmm("column", column_seed).fit(column_data)
+        fits = []  # (side, fitted DPMM) in the order of fitting
+        row_dpmm = self._fitted_dpmm("row", row_seed, row_data, fits)
+        column_dpmm = self._fitted_dpmm("column", column_seed, column_data, fits)
         rounds = 0 if self.mode == "paper" else self.n_rounds
         consensus = self.mode != "paper"
         row_dispersion = column_dispersion = None
@@ -646,13 +678,14 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             aggregated = _aggregate(fit_core, col_labels, K_c)
             row_dispersion = self._dispersion(aggregated, row_labels, "row", round_)
             row_data = _tempered(aggregated, *row_dispersion)
-            row_dpmm = self._dpmm("row", root_seed.spawn(1)[0]).fit(row_data)
+            row_dpmm = self._fitted_dpmm("row", root_seed.spawn(1)[0], row_data, fits)
             row_labels, K_r, row_k_post = _select_labels(row_dpmm, row_data)
             aggregated = _aggregate(fit_core.T.tocsr(), row_labels, K_r)
             column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
             column_data = _tempered(aggregated, *column_dispersion)
-            column_dpmm = self._dpmm("column", root_seed.spawn(1)[0]).fit(column_data)
+            column_dpmm = self._fitted_dpmm("column", root_seed.spawn(1)[0], column_data, fits)
         col_labels, K_c, col_k_post = _select_labels(column_dpmm, column_data, consensus)
+        self._warn_unsettled(fits)
 
         # The topics are the clusters the biclusters are read from: the refined partitions where the significance
         # rule refines them, so that a bicluster's members have their tokens in its topics.
@@ -712,6 +745,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         self.column_point_dispersion_ = (None if column_point is None
                                          else _expand(column_point, col_index, n_cols, np.nan))
         self.row_dpmm_, self.column_dpmm_ = row_dpmm, column_dpmm
+        self.dpmm_trends_ = [(side, dpmm.log_posterior_trend_) for side, dpmm in fits]
         self.token_counts_ = counts
         return self
 

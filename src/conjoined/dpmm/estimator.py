@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import time
+import warnings
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -26,7 +27,7 @@ from .._validation import (
     keeping_state_on_failure,
     record_features,
 )
-from . import kernels, sampler
+from . import diagnostics, kernels, sampler
 from .backends import LocalBackend, parallel_section
 from .checkpoint import (
     Checkpointer,
@@ -217,6 +218,13 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         parameters: a constant has its value as mean and no variance).
     labels_trace_ : (n_iter, n_samples) int32 or None, labels after each iteration.
     warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
+    log_posterior_trend_ : ``ChainTrend(n_samples, change, z, effective_size, settled)``, the trend of
+        ``log_posterior_trace_`` after warm-up (``conjoined.dpmm.diagnostics``): its rise in nats, the z of its
+        slope against the trace's autocorrelation, the number of independent samples the trace is worth, and
+        whether it has settled (``|z| <= 4`` or a change of at most 1 nat; None with fewer than 20 samples after
+        warm-up). A chain that has
+        not settled gets a ``ChainNotSettledWarning`` from ``fit``: its result may change with more iterations.
+        Settled means no drift was seen, not that the chain has visited every mode.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.
     log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration (with a sampled scale: given
         that iteration's s, without its prior).
@@ -353,6 +361,14 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         if shift is not None:
             self._translate_results(shift)
         self.cluster_params_ = self.prior_.expanded(self.cluster_params_)
+        if self.log_posterior_trend_.settled is False:
+            sampled_k = self.n_clusters_trace_[self.warmup_:]
+            warnings.warn(
+                f"the DPMM has not settled: {diagnostics.describe(self.log_posterior_trend_, sampled_k)}. "
+                f"Its result may change with more iterations: raise n_iter (now {n_iter}) and read "
+                "log_posterior_trace_ and n_clusters_trace_.",
+                diagnostics.ChainNotSettledWarning, stacklevel=4,  # past fit's two decorators
+            )
         return self
 
     def _run(self, backend, prior, settings, rng, n_threads, checkpointer):
@@ -434,6 +450,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         self._expected_params = prior.expected_params(cluster_stats)
         self.labels_trace_ = traces["labels"]
         self.warmup_ = settings.warmup
+        self.log_posterior_trend_ = diagnostics.trend(traces["log_posterior"][settings.warmup:],
+                                                      diagnostics.MIN_LOG_POSTERIOR_CHANGE)
         self.n_clusters_trace_ = traces["n_clusters"]
         self.log_posterior_trace_ = traces["log_posterior"]
         self.n_splits_trace_ = traces["n_splits"]
@@ -505,6 +523,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         state.setdefault("estimate", "sample")
         if "labels_" in state:
             state.setdefault("labels_iteration_", len(state["n_clusters_trace_"]) - 1)
+            if "log_posterior_trend_" not in state:
+                state["log_posterior_trend_"] = diagnostics.trend(state["log_posterior_trace_"][state["warmup_"]:],
+                                                                  diagnostics.MIN_LOG_POSTERIOR_CHANGE)
         super().__setstate__(state)
 
     def __sklearn_tags__(self):
