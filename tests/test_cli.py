@@ -2,6 +2,7 @@
 simulate -> fit -> score round trip and redrawn pictures. Most runs call ``main`` in-process (fast); a few run
 ``python -m conjoined`` in a subprocess."""
 
+import errno
 import gzip
 import inspect
 import json
@@ -280,6 +281,17 @@ def test_output_under_a_file_is_named_as_such(reference, tmp_path, capsys):
                           capsys)
     assert status == 2 and err.endswith(f"afile/sub: {tmp_path / 'afile'} is a file, not a folder\n")
     assert (tmp_path / "afile").read_text() == "keep me"
+
+
+def test_a_full_disk_while_writing_is_said_of_the_output(reference, tmp_path, capsys, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a write to a full disk: no file named
+
+    monkeypatch.setattr(cli, "write_table_csv", full_disk)
+    out = tmp_path / "out"
+    status, _, err = _run(["fit", reference / "matrix.npz", "-o", out, *FAST, "--no-plots"], capsys)
+    assert (status, err) == (2, f"conjoined: error: cannot write the results to {out}: No space left on device\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_summary_table_lists_the_top_rows(reference, tmp_path, capsys):

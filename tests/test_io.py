@@ -1,3 +1,4 @@
+import errno
 import gzip
 import json
 import os
@@ -12,7 +13,14 @@ import scipy.sparse as sp
 
 import conjoined.io
 from conjoined._validation import check_matrix
-from conjoined.io import atomic_output_dir, atomic_output_file, read_matrix, write_json, write_table_csv
+from conjoined.io import (
+    atomic_output_dir,
+    atomic_output_file,
+    read_matrix,
+    write_json,
+    write_table_csv,
+    writing_results,
+)
 
 anndata = pytest.importorskip("anndata")
 pd = pytest.importorskip("pandas")
@@ -491,6 +499,26 @@ def test_atomic_output_dir_failure_leaves_nothing(tmp_path):
         (staging / "half.csv").write_text("1,2\n")
         raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_errors_while_writing_results_are_said_of_the_output_not_of_the_hidden_folder(tmp_path):
+    out = tmp_path / "deep" / "results"
+    # a write to a full disk names no file; a failed open names the hidden folder's
+    for error, said in [(OSError(errno.ENOSPC, "No space left on device"), "No space left on device"),
+                        (PermissionError(errno.EACCES, "Permission denied", "STAGING/theta.csv"),
+                         r"Permission denied \(writing theta.csv\)")]:
+        with pytest.raises(type(error), match=rf"^cannot write the results to .*deep/results: {said}$") as caught, \
+                atomic_output_dir(out) as staging, writing_results(staging, out):
+            if error.filename:
+                error.filename = str(staging / "theta.csv")
+            raise error
+        assert caught.value.errno == error.errno and caught.value.__cause__ is error
+        assert list(tmp_path.iterdir()) == []
+    # an error about a file elsewhere (a checkpoint, the input) is left as it is
+    elsewhere = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "fit.npz"))
+    with pytest.raises(OSError) as caught, atomic_output_dir(out) as staging, writing_results(staging, out):
+        raise elsewhere
+    assert caught.value is elsewhere
 
 
 def test_atomic_output_dir_that_cannot_be_made_is_named(tmp_path):

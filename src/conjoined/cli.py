@@ -87,6 +87,7 @@ from .io import (
     read_matrix,
     write_json,
     write_table_csv,
+    writing_results,
 )
 from .metrics import jaccard_score
 from .plot import block_label, plot_biclusters, plot_k_trace, plot_membership, plot_theta
@@ -673,6 +674,57 @@ def _check_replaceable_fit(outdir):
                         "such a folder; choose another OUTDIR or remove it yourself")
 
 
+def _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_names):
+    """Write every output of ``fit`` (see the module docstring) of the fitted ``model`` into ``staging``."""
+    write_json(
+        staging / "biclusters.json",
+        {
+            "shape": list(X.shape),
+            "n_row_clusters": model.n_row_clusters_,
+            "n_column_clusters": model.n_column_clusters_,
+            "biclusters": _bicluster_records(model, row_names, column_names),
+        },
+    )
+    _write_membership_csv(
+        staging / "row_membership.csv", model.row_membership_, model.block_row_labels_, row_names, "k"
+    )
+    _write_membership_csv(
+        staging / "column_membership.csv",
+        model.column_membership_,
+        model.block_column_labels_,
+        column_names,
+        "l",
+    )
+    write_table_csv(
+        staging / "theta.csv",
+        model.theta_,
+        [f"k{k}" for k in range(model.theta_.shape[0])],
+        [f"l{l}" for l in range(model.theta_.shape[1])],
+    )
+    sp.save_npz(staging / "matrix.npz", sp.csr_matrix(X))
+    _save_model(staging / "model.npz", model, row_names, column_names)
+    write_json(
+        staging / "params.json",
+        {
+            "conjoined_version": __version__,
+            "command": [PROG, *argv],
+            "input": {
+                "path": _absolute(args.input),
+                "format": matrix.source_format,
+                "shape": list(X.shape),
+                "layer": args.layer,
+                "variable": matrix.variable,
+                "row_names": _absolute(args.row_names),
+                "column_names": _absolute(args.column_names),
+                "transpose": args.transpose,
+            },
+            "estimator": {name: value for name, value in model.get_params().items() if name != "verbose"},
+        },
+    )
+    if not args.no_plots:
+        draw_pictures(staging, X, model, row_names, column_names)
+
+
 def _run_fit(args, argv):
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         raise UserError("the pictures need matplotlib: pip install matplotlib, or pass --no-plots")
@@ -682,53 +734,8 @@ def _run_fit(args, argv):
     with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
                            replaceable=_check_replaceable_fit) as staging:
         model.fit(X)
-        write_json(
-            staging / "biclusters.json",
-            {
-                "shape": list(X.shape),
-                "n_row_clusters": model.n_row_clusters_,
-                "n_column_clusters": model.n_column_clusters_,
-                "biclusters": _bicluster_records(model, row_names, column_names),
-            },
-        )
-        _write_membership_csv(
-            staging / "row_membership.csv", model.row_membership_, model.block_row_labels_, row_names, "k"
-        )
-        _write_membership_csv(
-            staging / "column_membership.csv",
-            model.column_membership_,
-            model.block_column_labels_,
-            column_names,
-            "l",
-        )
-        write_table_csv(
-            staging / "theta.csv",
-            model.theta_,
-            [f"k{k}" for k in range(model.theta_.shape[0])],
-            [f"l{l}" for l in range(model.theta_.shape[1])],
-        )
-        sp.save_npz(staging / "matrix.npz", sp.csr_matrix(X))
-        _save_model(staging / "model.npz", model, row_names, column_names)
-        write_json(
-            staging / "params.json",
-            {
-                "conjoined_version": __version__,
-                "command": [PROG, *argv],
-                "input": {
-                    "path": _absolute(args.input),
-                    "format": matrix.source_format,
-                    "shape": list(X.shape),
-                    "layer": args.layer,
-                    "variable": matrix.variable,
-                    "row_names": _absolute(args.row_names),
-                    "column_names": _absolute(args.column_names),
-                    "transpose": args.transpose,
-                },
-                "estimator": {name: value for name, value in model.get_params().items() if name != "verbose"},
-            },
-        )
-        if not args.no_plots:
-            draw_pictures(staging, X, model, row_names, column_names)
+        with writing_results(staging, args.outdir):
+            _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_names)
     print(_summary(model, X, args.input, row_names))
     print(f"\nResults in {Path(args.outdir)}/")
     return 0

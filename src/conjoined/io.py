@@ -637,6 +637,28 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
         raise
 
 
+@contextlib.contextmanager
+def writing_results(staging, path):
+    """Around the writing of the results into ``staging`` (from :func:`atomic_output_dir`): an OSError raised in the
+    block, about a file in ``staging`` or about no file (a write to a full disk names none), is said of the output
+    ``path`` the user chose, not of the hidden folder; one about a file elsewhere passes as it is."""
+    try:
+        yield
+    except OSError as exc:
+        writing = ""
+        if exc.filename is not None:
+            try:
+                inner = Path(os.fsdecode(exc.filename)).absolute().relative_to(Path(staging).absolute())
+            except (TypeError, ValueError):
+                inner = None
+            if inner is None:
+                raise
+            writing = "" if inner == Path() else f" (writing {inner})"
+        named = type(exc)(f"cannot write the results to {path}: {exc.strerror or exc}{writing}")
+        named.errno = exc.errno
+        raise named from exc
+
+
 class ResultsKeptElsewhere(FileExistsError):
     """The finished results could not replace the output directory; they are in ``kept``."""
 
