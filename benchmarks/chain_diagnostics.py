@@ -3,15 +3,15 @@
 real DPMM and CDP fits.
 
 1. AR(1) traces of 50 to 500 samples at autocorrelation times 1 to 39, 2,000 each: the share with ``|z| > 2``, 3
-   and 4 (the warning's threshold is 4).
+   and 4 (the warning's threshold is 4), and the share called unsettled (also moving over the last half).
 2. DPMM fits at the default 100 iterations (seeds 0-3) and at 1,000 (seeds 0-1) on scikit-learn's digits (pixels
    under ``Multinomial`` and ``NormalGamma``, 20 principal components under the default Normal-inverse-Wishart),
    ``make_blobs(600, centers=3, random_state=1)``, iris, the tests' 2-d grid of nine clusters and their 32-d
    mixture of six: the trend z after warm-up, the change in nats and K at its start and end.
 3. CDP with its defaults on the replicates of ``benchmarks/paper_tables.py`` (rows and columns shuffled): the
-   mixture fits that have not settled, of six per fit.
+   mixture fits that have not settled, of six per fit, and the median effective size.
 
-    python benchmarks/chain_diagnostics.py [--replicates 50] [--jobs 2]     # about 3 minutes on 2 cores
+    python benchmarks/chain_diagnostics.py [--replicates 50] [--jobs 2]     # about 1 minute on 2 cores
 """
 
 from __future__ import annotations
@@ -41,13 +41,17 @@ def ar1(rng, phi, n, burn=200):
 
 
 def stationary_false_alarms():
-    print("1. stationary AR(1) traces: share of draws with |z| above 2, 3 and 4")
-    print(f"{'samples':>8} {'tau':>5} {'>2':>7} {'>3':>7} {'>4':>7}")
+    print("1. stationary AR(1) traces: share of draws with |z| above 2, 3 and 4, and called unsettled (|z| > 4 and")
+    print("   the last half's z of the same sign and above 2)")
+    print(f"{'samples':>8} {'tau':>5} {'>2':>7} {'>3':>7} {'>4':>7} {'unsettled':>9}")
     rng = np.random.default_rng(0)
     for n in AR_LENGTHS:
         for phi in AR_PHIS:
-            z = np.abs([trend(ar1(rng, phi, n)).z for _ in range(AR_DRAWS)])
-            print(f"{n:>8} {(1 + phi) / (1 - phi):>5.0f} " + " ".join(f"{np.mean(z > t):>7.4f}" for t in (2, 3, 4)))
+            results = [trend(ar1(rng, phi, n)) for _ in range(AR_DRAWS)]
+            z = np.abs([result.z for result in results])
+            unsettled = np.mean([result.settled is False for result in results])
+            print(f"{n:>8} {(1 + phi) / (1 - phi):>5.0f} " + " ".join(f"{np.mean(z > t):>7.4f}" for t in (2, 3, 4))
+                  + f" {unsettled:>9.4f}")
 
 
 def dpmm_data():
@@ -65,7 +69,8 @@ def dpmm_data():
 
 def dpmm_fits():
     print("\n2. DPMM fits: trend of the log posterior after warm-up")
-    print(f"{'data':<28} {'n_iter':>6} {'seed':>4} {'z':>7} {'change':>9} {'K':>9}  settled")
+    print(f"{'data':<28} {'n_iter':>6} {'seed':>4} {'z':>7} {'late z':>7} {'change':>9} {'eff. size':>9} {'K':>9}  "
+          "settled")
     for name, (X, prior) in dpmm_data().items():
         for n_iter, seeds in ((100, range(4)), (1000, range(2))):
             for seed in seeds:
@@ -74,8 +79,9 @@ def dpmm_fits():
                     model = DPMM(prior=prior, n_iter=n_iter, random_state=seed, store_labels=False).fit(X)
                 result = model.log_posterior_trend_
                 k = model.n_clusters_trace_[model.warmup_:]
-                print(f"{name:<28} {n_iter:>6} {seed:>4} {result.z:>7.1f} {result.change:>9.1f} "
-                      f"{f'{k[0]} -> {k[-1]}':>9}  {result.settled}")
+                print(f"{name:<28} {n_iter:>6} {seed:>4} {result.z:>7.1f} {result.late_z:>7.1f} "
+                      f"{result.change:>9.1f} "
+                      f"{result.effective_size:>9.1f} {f'{k[0]} -> {k[-1]}':>9}  {result.settled}")
 
 
 def cdp_trends(case, replicate):
@@ -84,7 +90,7 @@ def cdp_trends(case, replicate):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ChainNotSettledWarning)
         model = ConjoinedDirichletProcess(random_state=fit_seed, n_jobs=1).fit(X)
-    return case, replicate, model.dpmm_trends_
+    return case, replicate, [(fit.side, fit.trend) for fit in model.dpmm_trends_]
 
 
 def cdp_fits(n_replicates, jobs):
@@ -96,9 +102,12 @@ def cdp_fits(n_replicates, jobs):
         trends = [(r, side, t) for c, r, fits in results if c == case for side, t in fits]
         unsettled = [(r, side, t) for r, side, t in trends if t.settled is False]
         largest = max(abs(t.z) for _, _, t in trends)
-        print(f"case {case}: {len(unsettled)} of {len(trends)} mixture fits unsettled; largest |z| {largest:.2f}")
+        size = np.median([t.effective_size for _, _, t in trends])
+        print(f"case {case}: {len(unsettled)} of {len(trends)} mixture fits unsettled; largest |z| {largest:.2f}; "
+              f"median effective size {size:.0f} of {trends[0][2].n_samples}")
         for r, side, t in unsettled:
-            print(f"    replicate {r}, {side}: z {t.z:.1f}, change {t.change:.1f} nats")
+            print(f"    replicate {r}, {side}: z {t.z:.1f}, last half's z {t.late_z:.1f}, "
+                  f"change {t.change:.1f} nats")
 
 
 def main():

@@ -306,3 +306,16 @@ def test_clear_message_without_anndata(planted, monkeypatch):
     monkeypatch.setitem(sys.modules, "anndata", None)
     with pytest.raises(ImportError, match=r"needs anndata and pandas: pip install anndata pandas"):
         cdp(adata, **PARAMS)
+
+
+def test_mixtures_that_have_not_settled_are_named_in_genes_and_cells():
+    from sklearn.datasets import load_digits
+
+    from conjoined.dpmm.diagnostics import ChainNotSettledWarning
+
+    adata = anndata.AnnData(sp.csr_matrix(load_digits().data.astype(np.float32)))  # 1,797 "cells" x 64 "genes"
+    with pytest.warns(ChainNotSettledWarning) as caught:
+        cdp(adata, n_rounds=0, n_iter=100, random_state=0)
+    chain = [w for w in caught if issubclass(w.category, ChainNotSettledWarning)]
+    assert len(chain) == 1 and chain[0].filename == __file__
+    assert str(chain[0].message).startswith("1 of the 2 mixture fits has not settled. Cell mixture 1 of 1: ")

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -292,6 +293,19 @@ def test_a_full_disk_while_writing_is_said_of_the_output(reference, tmp_path, ca
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", out, *FAST, "--no-plots"], capsys)
     assert (status, err) == (2, f"conjoined: error: cannot write the results to {out}: No space left on device\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_mixtures_that_have_not_settled_are_named_with_the_option_to_raise(tmp_path, capsys):
+    from sklearn.datasets import load_digits
+
+    sp.save_npz(tmp_path / "digits.npz", sp.csr_matrix(load_digits().data.astype(np.int64)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # as a user's shell shows them, whatever pytest's -W
+        status, _, err = _run(["fit", tmp_path / "digits.npz", "-o", tmp_path / "out", "--n-iter", "100",
+                               "--n-rounds", "0", "--seed", "0", "--quiet", "--no-plots"], capsys)
+    assert status == 0
+    assert re.search(r"^conjoined: warning: 1 of the 2 mixture fits has not settled\. Row mixture 1 of 1: .* raise "
+                     r"--n-iter \(now 100\)\.$", err, re.MULTILINE), err
 
 
 def test_summary_table_lists_the_top_rows(reference, tmp_path, capsys):

@@ -1,5 +1,6 @@
 """The trend test on a chain's trace, and the warnings DPMM and CDP give for a chain that has not settled."""
 
+import re
 import warnings
 
 import numpy as np
@@ -57,25 +58,59 @@ def test_a_drift_is_found_and_measured():
     assert falling.settled is False and falling.z < -TREND_Z_MAX and falling.change < 0
     line = trend(3.0 * t)  # no noise: the slope is certain
     assert line.change == pytest.approx(3.0 * 49) and line.z == np.inf and line.settled is False
-    assert trend(np.full(50, -7.0)) == (50, 0.0, 0.0, 50.0, True)
+    assert trend(np.full(50, -7.0)) == (50, 0.0, 0.0, 0.0, 50.0, True)
 
 
-def test_short_traces_are_not_tested_and_small_changes_are_not_reported():
+def test_a_climb_that_levels_off_is_found_whatever_its_height():
+    # the line's residuals hold the curvature; the parabola's do not
+    rng = np.random.default_rng(3)
+    for height in (10.0, 1e3, 1e5):
+        approach = trend(-height * np.exp(-np.arange(50) / 10) + ar1(rng, 0.5, 50))
+        assert approach.settled is False and approach.z > TREND_Z_MAX
+
+
+def test_the_test_reads_ranks_and_asks_whether_the_chain_still_moves_at_its_end():
+    rng = np.random.default_rng(4)
+    noise = ar1(rng, 0.5, 50)
+    # ranks: any increasing transform of the trace gives the same z
+    assert trend(np.exp(noise / 3)).z == trend(noise).z and trend(noise**3).late_z == trend(noise).late_z
+    # a steep climb over by the second half: a trend, but settled, late (unless the noise of the second half drifts)
+    over = [trend(-1e4 * np.exp(-np.arange(50) / 2) + ar1(rng, 0.5, 50)) for _ in range(200)]
+    assert np.median([result.z for result in over]) > TREND_Z_MAX
+    assert np.mean([result.settled for result in over]) > 0.85
+    # a steep climb still under way: the digits from a random start, their log posterior up 29,000 nats
+    digits = load_digits().data.astype(np.int64)[:600]
+    with pytest.warns(ChainNotSettledWarning):
+        climbing = conjoined.DPMM(n_iter=40, warmup=0, random_state=0).fit(digits)
+    assert climbing.log_posterior_trend_.late_z > 2 and climbing.log_posterior_trend_.settled is False
+
+
+def test_short_or_non_finite_traces_are_not_tested_and_small_changes_are_not_reported():
     short = trend(np.arange(MIN_TREND_SAMPLES - 1.0))
     assert short.settled is None and np.isnan(short.z) and short.change == pytest.approx(MIN_TREND_SAMPLES - 2)
     assert trend(np.arange(MIN_TREND_SAMPLES, dtype=float)).settled is False
+    for bad in (np.nan, -np.inf):
+        broken = trend(np.r_[np.arange(30.0), bad])
+        assert broken.settled is None and np.isnan(broken.z) and np.isnan(broken.change)
     # a log posterior that changes by rounding only: a z, but nothing to report
     rounding = -12345.678 + 1e-11 * np.arange(50)
     assert trend(rounding).z > TREND_Z_MAX and trend(rounding, min_change=1.0).settled is True
 
 
-def test_a_dpmm_still_climbing_warns_and_a_settled_one_does_not():
+def test_a_dpmm_still_climbing_warns_at_the_users_line_and_a_settled_one_does_not():
     digits = load_digits().data.astype(np.int64)  # Multinomial: K still rising at 100 iterations
-    with pytest.warns(ChainNotSettledWarning, match=r"log posterior rose by .* over the 50 iterations after "
-                                                     r"warm-up \(trend z = .*; K \d+ -> \d+\).*raise n_iter \(now 100\)"):
+    with pytest.warns(ChainNotSettledWarning) as caught:
         climbing = conjoined.DPMM(random_state=0).fit(digits)
+    assert re.fullmatch(r"the DPMM has not settled: its log posterior rose by [\d,]+ nats over the 50 iterations "
+                        r"after warm-up \(trend z = [\d.]+, K \d+ -> \d+\)\. Its result may change with more "
+                        r"iterations: raise n_iter \(now 100\) and read log_posterior_trace_ and "
+                        r"n_clusters_trace_\.", str(caught[0].message))
+    assert caught[0].filename == __file__
     assert climbing.log_posterior_trend_.settled is False and climbing.log_posterior_trend_.change > 1000
     assert climbing.log_posterior_trend_.n_samples == 50
+    with pytest.warns(ChainNotSettledWarning) as caught:
+        conjoined.DPMM(random_state=0).fit_predict(digits)
+    assert caught[0].filename == __file__
 
     X = gaussian_mixture(0)
     with warnings.catch_warnings():
@@ -94,13 +129,34 @@ def test_cdp_warns_once_for_its_unsettled_mixtures_and_not_on_the_simulation_cas
         model = conjoined.CDP(n_rounds=0, random_state=0).fit(digits)
     unsettled = [w for w in caught if issubclass(w.category, ChainNotSettledWarning)]
     assert len(unsettled) == 1 and unsettled[0].filename == __file__
-    assert str(unsettled[0].message).startswith("1 of the 2 mixture fits have not settled (row mixture 1 of 1: ")
-    assert [side for side, _ in model.dpmm_trends_] == ["row", "column"]
-    assert [result.settled for _, result in model.dpmm_trends_] == [False, True]
+    k_first, k_last = model.dpmm_trends_[0].n_clusters
+    assert re.fullmatch(rf"1 of the 2 mixture fits has not settled\. Row mixture 1 of 1: its log posterior rose by "
+                        rf"[\d,]+ nats over the 75 iterations after warm-up \(trend z = [\d.]+, K {k_first} -> "
+                        rf"{k_last}\)\. The partitions may change with more iterations: raise n_iter \(now 150\)\.",
+                        str(unsettled[0].message))
+    assert [fit.side for fit in model.dpmm_trends_] == ["row", "column"]
+    assert [fit.trend.settled for fit in model.dpmm_trends_] == [False, True]
+    assert model.dpmm_trends_[0].trend == model.row_dpmm_.log_posterior_trend_
+    assert model.dpmm_trends_[0].n_clusters[1] == model.row_dpmm_.n_clusters_trace_[-1]
 
     X, _, _ = conjoined.make_cdp_case(2, random_state=0, shuffle=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ChainNotSettledWarning)
         model = conjoined.CDP(random_state=0).fit(X)
-    assert [side for side, _ in model.dpmm_trends_] == ["row", "column"] * 3
-    assert all(result.settled for _, result in model.dpmm_trends_)
+    assert [fit.side for fit in model.dpmm_trends_] == ["row", "column"] * 3
+    assert all(fit.trend.settled for fit in model.dpmm_trends_)
+
+
+def test_the_summary_names_the_sides_and_the_option_as_the_caller_asks():
+    from conjoined.cdp import MixtureTrend, unsettled_message
+
+    climbing, settled = trend(np.arange(50.0)), trend(np.zeros(50))
+    trends = [MixtureTrend("row", settled, (3, 3)), MixtureTrend("column", climbing, (2, 5)),
+              MixtureTrend("row", climbing, (4, 9)), MixtureTrend("column", settled, (5, 5))]
+    assert unsettled_message(trends[:1] + trends[3:], 150) is None
+    message = unsettled_message(trends, 60, side_names=("gene", "cell"), n_iter_name="--n-iter")
+    assert message.startswith("2 of the 4 mixture fits have not settled. Gene mixture 2 of 2: its log posterior "
+                              "rose by 49 nats over the 50 iterations after warm-up (trend z = inf, K 4 -> 9). Cell "
+                              "mixture 1 of 2: ")
+    assert message.endswith("(trend z = inf, K 2 -> 5). The partitions may change with more iterations: raise "
+                            "--n-iter (now 60).")

@@ -12,6 +12,7 @@ from types import MappingProxyType, SimpleNamespace
 import numpy as np
 import scipy.sparse as sp
 
+from ._stack import user_stacklevel
 from ._validation import check_bool, check_matrix, is_count_matrix, line_totals
 from .cdp import (
     AllZeroWarning,
@@ -19,7 +20,9 @@ from .cdp import (
     _cluster_masks,
     bicluster_members,
     pair_cluster_masks,
+    unsettled_message,
 )
+from .dpmm.diagnostics import ChainNotSettledWarning
 
 __all__ = ["cdp", "fitted_view", "SINGLE_CELL_DEFAULTS"]
 
@@ -205,8 +208,13 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
             f"{key_added}_cluster is missing", AllZeroWarning, stacklevel=2,
         )
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", AllZeroWarning)  # said above, in genes and cells rather than rows
+        # said above and below in genes and cells, not rows and columns
+        warnings.simplefilter("ignore", AllZeroWarning)
+        warnings.simplefilter("ignore", ChainNotSettledWarning)
         model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params}).fit(_genes_by_cells(matrix))
+    unsettled = unsettled_message(model.dpmm_trends_, model.n_iter, side_names=("gene", "cell"))
+    if unsettled is not None:
+        warnings.warn(unsettled, ChainNotSettledWarning, stacklevel=user_stacklevel())
 
     adata = adata.copy() if copy else adata
     gene_names = np.asarray(adata.var_names, dtype=str)

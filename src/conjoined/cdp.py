@@ -27,6 +27,7 @@ import numbers
 import os
 import threading
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,6 +38,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._interrupt import unwrapping_interruptions
 from ._pearson import cluster_shares, squared_residual_terms
 from ._progress import progress_bar
+from ._stack import user_stacklevel
 from ._validation import (
     check_bool,
     check_int,
@@ -49,7 +51,7 @@ from ._validation import (
 )
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.backends import single_threaded_blas
-from .dpmm.diagnostics import ChainNotSettledWarning, describe
+from .dpmm.diagnostics import ChainNotSettledWarning, ChainTrend, describe
 from .dpmm.estimator import SharedClientMixin, resolve_n_jobs, seed_sequence
 from .dpmm.priors import COUNT_GRID, SufficientStats
 from .dpmm.sampler import merge_log_odds
@@ -76,6 +78,37 @@ MAX_CONTENT_ROUNDS = 64
 # Log posterior odds by which a coarser partition must beat the mixtures' consensus to replace it
 # (``_merged_by_posterior``): 20 to 1, "strong" evidence on Kass and Raftery's scale.
 MIN_MERGE_LOG_ODDS = 3.0
+
+
+class MixtureTrend(NamedTuple):
+    """The trend of one of CDP's mixture fits: ``side`` ("row" or "column"), ``trend`` (the ``ChainTrend`` of its log
+    posterior after warm-up) and ``n_clusters`` (its K at the first and last iteration after warm-up)."""
+
+    side: str
+    trend: ChainTrend
+    n_clusters: tuple[int, int]
+
+
+def _sampled_k_ends(dpmm):
+    sampled = dpmm.n_clusters_trace_[dpmm.warmup_:]  # never empty: CDP's mixtures warm up for n_iter // 2
+    return int(sampled[0]), int(sampled[-1])
+
+
+def unsettled_message(trends, n_iter, side_names=("row", "column"), n_iter_name="n_iter"):
+    """The warning for the mixture fits among ``trends`` (CDP's ``dpmm_trends_``) that have not settled, None if
+    none; the sides called ``side_names`` (rows', columns'), the iterations ``n_iter_name`` (``n_iter`` of the fit).
+    """
+    names = dict(zip(("row", "column"), side_names))
+    parts = []
+    for side in ("row", "column"):
+        fits = [fit for fit in trends if fit.side == side]
+        parts += [f"{names[side].capitalize()} mixture {number} of {len(fits)}: "
+                  f"{describe(fit.trend, fit.n_clusters)}." for number, fit in enumerate(fits, 1)
+                  if fit.trend.settled is False]
+    if not parts:
+        return None
+    return (f"{len(parts)} of the {len(trends)} mixture fits {'has' if len(parts) == 1 else 'have'} not settled. "
+            f"{' '.join(parts)} The partitions may change with more iterations: raise {n_iter_name} (now {n_iter}).")
 
 
 class HoldoutWarning(UserWarning):
@@ -486,10 +519,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         everywhere where the data show no depth effect; NaN for items set aside); None without conjoined
         rounds.
     row_dpmm_, column_dpmm_ : the last fitted DPMM of each side, with its traces.
-    dpmm_trends_ : list of ``(side, ChainTrend)``, one per DPMM fitted ("row" or "column", in the order of fitting:
-        both sides, then both again in each round): the trend of its log posterior after warm-up
-        (``DPMM.log_posterior_trend_``). ``fit`` warns once (``ChainNotSettledWarning``) for the fits that have
-        not settled.
+    dpmm_trends_ : list of ``MixtureTrend(side, trend, n_clusters)``, one per DPMM fitted, in the order of fitting
+        (both sides, then both again in each round): ``side`` "row" or "column", ``trend`` the ``ChainTrend`` of its
+        log posterior after warm-up (``DPMM.log_posterior_trend_``), ``n_clusters`` its K at the first and last
+        iteration after warm-up. ``fit`` warns once (``ChainNotSettledWarning``) for the fits that have not settled.
     token_counts_ : TokenCounts (n_kl, n_ik, n_jl), float64: the reassignment's mean counts over the last half of
         its sweeps (the initial allocation's counts when ``n_reassign=0``). Unlike the other attributes, n_ik and
         n_jl hold only the rows and columns with counts, in the fit's canonical order (by content).
@@ -599,29 +632,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
 
     def _fitted_dpmm(self, side, seed, data, fits):
         """The side's DPMM fitted on ``data``, appended to ``fits``; whether it settled is said by ``fit`` for
-        all the fits at once (``_warn_unsettled``)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ChainNotSettledWarning)
-            dpmm = self._dpmm(side, seed).fit(data)
+        all the fits at once."""
+        dpmm = self._dpmm(side, seed)._fit(data)
         fits.append((side, dpmm))
         return dpmm
-
-    def _warn_unsettled(self, fits):
-        unsettled = []
-        for side in ("row", "column"):
-            side_fits = [dpmm for fit_side, dpmm in fits if fit_side == side]
-            for number, dpmm in enumerate(side_fits, 1):
-                if dpmm.log_posterior_trend_.settled is False:
-                    sampled_k = dpmm.n_clusters_trace_[dpmm.warmup_:]
-                    unsettled.append(f"{side} mixture {number} of {len(side_fits)}: "
-                                     f"{describe(dpmm.log_posterior_trend_, sampled_k)}")
-        if unsettled:
-            warnings.warn(
-                f"{len(unsettled)} of the {len(fits)} mixture fits have not settled ({'; '.join(unsettled)}). "
-                f"The partitions may change with more iterations: raise n_iter (now {self.n_iter}); dpmm_trends_ "
-                "has every fit's trend.",
-                ChainNotSettledWarning, stacklevel=5,  # past _warn_unsettled, fit and fit's two decorators
-            )
 
     @unwrapping_interruptions
     @keeping_state_on_failure
@@ -685,7 +699,6 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             column_data = _tempered(aggregated, *column_dispersion)
             column_dpmm = self._fitted_dpmm("column", root_seed.spawn(1)[0], column_data, fits)
         col_labels, K_c, col_k_post = _select_labels(column_dpmm, column_data, consensus)
-        self._warn_unsettled(fits)
 
         # The topics are the clusters the biclusters are read from: the refined partitions where the significance
         # rule refines them, so that a bicluster's members have their tokens in its topics.
@@ -745,8 +758,12 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         self.column_point_dispersion_ = (None if column_point is None
                                          else _expand(column_point, col_index, n_cols, np.nan))
         self.row_dpmm_, self.column_dpmm_ = row_dpmm, column_dpmm
-        self.dpmm_trends_ = [(side, dpmm.log_posterior_trend_) for side, dpmm in fits]
         self.token_counts_ = counts
+        self.dpmm_trends_ = [MixtureTrend(side, dpmm.log_posterior_trend_, _sampled_k_ends(dpmm))
+                             for side, dpmm in fits]
+        message = unsettled_message(self.dpmm_trends_, self.n_iter)
+        if message is not None:
+            warnings.warn(message, ChainNotSettledWarning, stacklevel=user_stacklevel())
         return self
 
     @property

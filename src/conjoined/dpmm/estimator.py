@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._interrupt import unwrapping_interruptions
 from .._progress import progress_bar
+from .._stack import user_stacklevel
 from .._validation import (
     check_bool,
     check_int,
@@ -218,13 +219,13 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         parameters: a constant has its value as mean and no variance).
     labels_trace_ : (n_iter, n_samples) int32 or None, labels after each iteration.
     warmup_ : int, iterations that used sub-cluster proposals; the trace from there on are posterior samples.
-    log_posterior_trend_ : ``ChainTrend(n_samples, change, z, effective_size, settled)``, the trend of
-        ``log_posterior_trace_`` after warm-up (``conjoined.dpmm.diagnostics``): its rise in nats, the z of its
-        slope against the trace's autocorrelation, the number of independent samples the trace is worth, and
-        whether it has settled (``|z| <= 4`` or a change of at most 1 nat; None with fewer than 20 samples after
-        warm-up). A chain that has
-        not settled gets a ``ChainNotSettledWarning`` from ``fit``: its result may change with more iterations.
-        Settled means no drift was seen, not that the chain has visited every mode.
+    log_posterior_trend_ : ``ChainTrend(n_samples, change, z, late_z, effective_size, settled)``, the trend of
+        ``log_posterior_trace_`` after warm-up (``conjoined.dpmm.diagnostics.trend``): its rise in nats, the z of
+        its slope (on its ranks, against their autocorrelation), the same over the last half, the number of
+        independent samples the trace is worth, and whether it has settled (False when ``|z| > 4``, the last half
+        still moves the same way and the change is over 1 nat; None with fewer than 20 samples after warm-up). A
+        chain that has not settled gets a ``ChainNotSettledWarning`` from ``fit``: its result may change with more
+        iterations. Settled means no drift was seen at the end, not that the chain has visited every mode.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.
     log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration (with a sampled scale: given
         that iteration's s, without its prior).
@@ -285,7 +286,21 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     @unwrapping_interruptions
     @keeping_state_on_failure
     def fit(self, X, y=None):
-        """Run the sampler on X (n_samples, n_features), dense or scipy.sparse; returns self."""
+        """Run the sampler on X (n_samples, n_features), dense or scipy.sparse; returns self. Warns
+        (``ChainNotSettledWarning``) when the chain has not settled (``log_posterior_trend_``)."""
+        self._fit(X)
+        if self.log_posterior_trend_.settled is False:
+            sampled_k = self.n_clusters_trace_[self.warmup_:]
+            warnings.warn(
+                f"the DPMM has not settled: {diagnostics.describe(self.log_posterior_trend_, sampled_k[[0, -1]])}. "
+                f"Its result may change with more iterations: raise n_iter (now {self.n_iter}) and read "
+                "log_posterior_trace_ and n_clusters_trace_.",
+                diagnostics.ChainNotSettledWarning, stacklevel=user_stacklevel(),
+            )
+        return self
+
+    def _fit(self, X):
+        """``fit`` without its warning (a CDP fit says it once for all its mixtures)."""
         n_iter = check_int(self.n_iter, "n_iter", minimum=1)
         settings = RunSettings(
             alpha=check_positive(self.alpha, "alpha"),
@@ -361,14 +376,6 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         if shift is not None:
             self._translate_results(shift)
         self.cluster_params_ = self.prior_.expanded(self.cluster_params_)
-        if self.log_posterior_trend_.settled is False:
-            sampled_k = self.n_clusters_trace_[self.warmup_:]
-            warnings.warn(
-                f"the DPMM has not settled: {diagnostics.describe(self.log_posterior_trend_, sampled_k)}. "
-                f"Its result may change with more iterations: raise n_iter (now {n_iter}) and read "
-                "log_posterior_trace_ and n_clusters_trace_.",
-                diagnostics.ChainNotSettledWarning, stacklevel=4,  # past fit's two decorators
-            )
         return self
 
     def _run(self, backend, prior, settings, rng, n_threads, checkpointer):
