@@ -42,7 +42,7 @@ def ar1(rng, phi, n, burn=200):
 
 def stationary_false_alarms():
     print("1. stationary AR(1) traces: share of draws with |z| above 2, 3 and 4, and called unsettled (|z| > 4 and")
-    print("   the last half's z of the same sign and above 2)")
+    print("   the last half's z of the same sign and above 1)")
     print(f"{'samples':>8} {'tau':>5} {'>2':>7} {'>3':>7} {'>4':>7} {'unsettled':>9}")
     rng = np.random.default_rng(0)
     for n in AR_LENGTHS:

@@ -21,7 +21,7 @@ API_PATH = Path(__file__).resolve().parent / "api.md"
 
 # (module, names or None for the module's __all__), in reading order
 MODULES = [
-    ("conjoined.cdp", ["ConjoinedDirichletProcess", "CDP"]),
+    ("conjoined.cdp", ["ConjoinedDirichletProcess", "CDP", "MixtureTrend", "unsettled_message"]),
     ("conjoined.anndata", None),
     ("conjoined.dpmm", None),
     ("conjoined.datasets", None),

@@ -177,13 +177,13 @@ def test_copy_semantics_and_key_added(planted):
 def test_dense_and_layer_give_the_same_result_and_sparse_stays_sparse(planted, monkeypatch):
     adata, _, _, _ = planted
     seen = []
-    original_fit = ConjoinedDirichletProcess.fit
+    original_fit = ConjoinedDirichletProcess._fit
 
-    def recording_fit(self, X, y=None):
+    def recording_fit(self, X, **kwargs):
         seen.append((sp.issparse(X), X.shape))
-        return original_fit(self, X)
+        return original_fit(self, X, **kwargs)
 
-    monkeypatch.setattr(ConjoinedDirichletProcess, "fit", recording_fit)
+    monkeypatch.setattr(ConjoinedDirichletProcess, "_fit", recording_fit)
     cdp(adata, **PARAMS)
     dense = anndata.AnnData(
         X=np.zeros(adata.shape),

@@ -108,8 +108,8 @@ def _contents(directory):
     return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
 
 
-def _must_not_fit(self, X, y=None):
-    """Stands in for ConjoinedDirichletProcess.fit where the command must stop before fitting."""
+def _must_not_fit(self, X, **kwargs):
+    """Stands in for ConjoinedDirichletProcess._fit (what the command calls) where it must stop before fitting."""
     raise AssertionError("the fit must not start")
 
 
@@ -504,13 +504,13 @@ def test_a_file_of_the_users_written_into_outdir_during_the_fit_is_kept(referenc
                                                                          monkeypatch):
     outdir = tmp_path / "out"
     outdir.mkdir()
-    fit = cli.ConjoinedDirichletProcess.fit
+    fit = cli.ConjoinedDirichletProcess._fit
 
-    def fit_while_the_user_writes(model, X):
+    def fit_while_the_user_writes(model, X, **kwargs):
         (outdir / "mine.txt").write_text("keep me")
-        return fit(model, X)
+        return fit(model, X, **kwargs)
 
-    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "fit", fit_while_the_user_writes)
+    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "_fit", fit_while_the_user_writes)
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", outdir, *FAST, "--no-plots", "--force"], capsys)
     assert status == 2 and err.count("\n") == 1
     assert err.endswith(f"{outdir} is left as it is, and the results are in {outdir}.new\n")
@@ -539,7 +539,7 @@ def test_outdir_replacing_an_input_or_the_current_directory_is_refused_before_th
     (tmp_path / "names" / "genes.txt").write_text("\n".join(genes) + "\n")
     before = _contents(tmp_path)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "fit", _must_not_fit)
+    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "_fit", _must_not_fit)
     argv = ["fit", "data/m.csv", "-o", outdir, "--force", *options, *FAST, "--no-plots"]
     status, _, err = _run(argv, capsys)
     assert status == 2 and err.count("\n") == 1 and err.startswith("conjoined: error: ")
@@ -548,10 +548,10 @@ def test_outdir_replacing_an_input_or_the_current_directory_is_refused_before_th
 
 
 def test_out_of_memory_is_one_line_and_no_outdir(reference, tmp_path, capsys, monkeypatch):
-    def fit(self, X, y=None):
+    def fit(self, X, **kwargs):
         raise MemoryError("Unable to allocate 7.28 TiB for an array with shape (1000000000000,)")
 
-    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "fit", fit)
+    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "_fit", fit)
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "out", *FAST], capsys)
     assert status == 2 and err.count("\n") == 1
     assert err.startswith("conjoined: error: out of memory") and "7.28 TiB" in err
@@ -891,7 +891,7 @@ def test_backend_and_address_reach_the_estimator(options, backend, address, refe
     fitted = []
 
     class Recording(cli.ConjoinedDirichletProcess):
-        def fit(self, X, y=None):
+        def _fit(self, X, **kwargs):
             fitted.append(self.get_params())
             raise ValueError("stopped before fitting")
 
@@ -988,10 +988,10 @@ def test_stdout_closed_after_a_fit_is_not_reported_as_a_failure(unbuffered, refe
 def test_a_pipe_broken_during_the_fit_is_an_error(reference, tmp_path, capsys, monkeypatch):
     """A BrokenPipeError from elsewhere (a worker's connection) is a failure, not a closed stdout."""
 
-    def broken(self, X, y=None):
+    def broken(self, X, **kwargs):
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "fit", broken)
+    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "_fit", broken)
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "out", *FAST], capsys)
     assert status == 2 and "Broken pipe" in err
     assert not (tmp_path / "out").exists()

@@ -57,7 +57,7 @@ def test_a_drift_is_found_and_measured():
     falling = trend(-0.2 * t + ar1(rng, 0.5, 50))
     assert falling.settled is False and falling.z < -TREND_Z_MAX and falling.change < 0
     line = trend(3.0 * t)  # no noise: the slope is certain
-    assert line.change == pytest.approx(3.0 * 49) and line.z == np.inf and line.settled is False
+    assert line.change == 3.0 * 40 and line.z == np.inf and line.settled is False  # last fifth's median - first's
     assert trend(np.full(50, -7.0)) == (50, 0.0, 0.0, 0.0, 50.0, True)
 
 
@@ -74,10 +74,11 @@ def test_the_test_reads_ranks_and_asks_whether_the_chain_still_moves_at_its_end(
     noise = ar1(rng, 0.5, 50)
     # ranks: any increasing transform of the trace gives the same z
     assert trend(np.exp(noise / 3)).z == trend(noise).z and trend(noise**3).late_z == trend(noise).late_z
-    # a steep climb over by the second half: a trend, but settled, late (unless the noise of the second half drifts)
+    # a steep climb over by the second half: a trend, but settled, late, unless the second half's noise drifts the
+    # same way by a standard error (about one draw in six)
     over = [trend(-1e4 * np.exp(-np.arange(50) / 2) + ar1(rng, 0.5, 50)) for _ in range(200)]
     assert np.median([result.z for result in over]) > TREND_Z_MAX
-    assert np.mean([result.settled for result in over]) > 0.85
+    assert np.mean([result.settled for result in over]) > 0.75
     # a steep climb still under way: the digits from a random start, their log posterior up 29,000 nats
     digits = load_digits().data.astype(np.int64)[:600]
     with pytest.warns(ChainNotSettledWarning):
@@ -87,7 +88,7 @@ def test_the_test_reads_ranks_and_asks_whether_the_chain_still_moves_at_its_end(
 
 def test_short_or_non_finite_traces_are_not_tested_and_small_changes_are_not_reported():
     short = trend(np.arange(MIN_TREND_SAMPLES - 1.0))
-    assert short.settled is None and np.isnan(short.z) and short.change == pytest.approx(MIN_TREND_SAMPLES - 2)
+    assert short.settled is None and np.isnan(short.z) and short.change == MIN_TREND_SAMPLES - 4  # medians of 3
     assert trend(np.arange(MIN_TREND_SAMPLES, dtype=float)).settled is False
     for bad in (np.nan, -np.inf):
         broken = trend(np.r_[np.arange(30.0), bad])
@@ -102,8 +103,8 @@ def test_a_dpmm_still_climbing_warns_at_the_users_line_and_a_settled_one_does_no
     with pytest.warns(ChainNotSettledWarning) as caught:
         climbing = conjoined.DPMM(random_state=0).fit(digits)
     assert re.fullmatch(r"the DPMM has not settled: its log posterior rose by [\d,]+ nats over the 50 iterations "
-                        r"after warm-up \(trend z = [\d.]+, K \d+ -> \d+\)\. Its result may change with more "
-                        r"iterations: raise n_iter \(now 100\) and read log_posterior_trace_ and "
+                        r"after warm-up \(trend z (?:= [\d.]+|> 100), K \d+ -> \d+\)\. Its result may change with "
+                        r"more iterations: raise n_iter \(now 100\) and read log_posterior_trace_ and "
                         r"n_clusters_trace_\.", str(caught[0].message))
     assert caught[0].filename == __file__
     assert climbing.log_posterior_trend_.settled is False and climbing.log_posterior_trend_.change > 1000
@@ -131,8 +132,9 @@ def test_cdp_warns_once_for_its_unsettled_mixtures_and_not_on_the_simulation_cas
     assert len(unsettled) == 1 and unsettled[0].filename == __file__
     k_first, k_last = model.dpmm_trends_[0].n_clusters
     assert re.fullmatch(rf"1 of the 2 mixture fits has not settled\. Row mixture 1 of 1: its log posterior rose by "
-                        rf"[\d,]+ nats over the 75 iterations after warm-up \(trend z = [\d.]+, K {k_first} -> "
-                        rf"{k_last}\)\. The partitions may change with more iterations: raise n_iter \(now 150\)\.",
+                        rf"[\d,]+ nats over the 75 iterations after warm-up \(trend z (?:= [\d.]+|> 100), "
+                        rf"K {k_first} -> {k_last}\)\. The partitions may change with more iterations: raise n_iter "
+                        r"\(now 150\)\.",
                         str(unsettled[0].message))
     assert [fit.side for fit in model.dpmm_trends_] == ["row", "column"]
     assert [fit.trend.settled for fit in model.dpmm_trends_] == [False, True]
@@ -156,7 +158,7 @@ def test_the_summary_names_the_sides_and_the_option_as_the_caller_asks():
     assert unsettled_message(trends[:1] + trends[3:], 150) is None
     message = unsettled_message(trends, 60, side_names=("gene", "cell"), n_iter_name="--n-iter")
     assert message.startswith("2 of the 4 mixture fits have not settled. Gene mixture 2 of 2: its log posterior "
-                              "rose by 49 nats over the 50 iterations after warm-up (trend z = inf, K 4 -> 9). Cell "
+                              "rose by 40 nats over the 50 iterations after warm-up (trend z > 100, K 4 -> 9). Cell "
                               "mixture 1 of 2: ")
-    assert message.endswith("(trend z = inf, K 2 -> 5). The partitions may change with more iterations: raise "
+    assert message.endswith("(trend z > 100, K 2 -> 5). The partitions may change with more iterations: raise "
                             "--n-iter (now 60).")

@@ -11,6 +11,11 @@ def user_stacklevel():
     frame outside the package: the user's call, through any of the package's wrappers and decorators
     (``DPMM.fit_predict``, ``conjoined.anndata.cdp``). 1 names that function itself."""
     frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+    while frame.f_back is not None and _in_package(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def _in_package(filename):
+    # relative names ("<string>", a notebook cell's) are never the package's, whatever the working directory
+    return os.path.isabs(filename) and os.path.abspath(filename).startswith(_PACKAGE)

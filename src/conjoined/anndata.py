@@ -205,13 +205,11 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     if zero_cells or zero_genes:
         warnings.warn(
             f"{zero_genes} all-zero gene(s) and {zero_cells} all-zero cell(s) in {where} are set aside: their "
-            f"{key_added}_cluster is missing", AllZeroWarning, stacklevel=2,
+            f"{key_added}_cluster is missing", AllZeroWarning, stacklevel=user_stacklevel(),
         )
-    with warnings.catch_warnings():
-        # said above and below in genes and cells, not rows and columns
-        warnings.simplefilter("ignore", AllZeroWarning)
-        warnings.simplefilter("ignore", ChainNotSettledWarning)
-        model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params}).fit(_genes_by_cells(matrix))
+    # said above and below in genes and cells, not rows and columns
+    model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params})._fit(_genes_by_cells(matrix),
+                                                                                 all_zero_said=True)
     unsettled = unsettled_message(model.dpmm_trends_, model.n_iter, side_names=("gene", "cell"))
     if unsettled is not None:
         warnings.warn(unsettled, ChainNotSettledWarning, stacklevel=user_stacklevel())

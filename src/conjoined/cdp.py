@@ -637,10 +637,20 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         fits.append((side, dpmm))
         return dpmm
 
+    def fit(self, X, y=None):
+        """Bicluster X (n_rows, n_cols) of non-negative integer counts, dense or scipy.sparse; returns self. Warns
+        (``ChainNotSettledWarning``) of the mixture fits that have not settled (``dpmm_trends_``)."""
+        self._fit(X)
+        message = unsettled_message(self.dpmm_trends_, self.n_iter)
+        if message is not None:
+            warnings.warn(message, ChainNotSettledWarning, stacklevel=user_stacklevel())
+        return self
+
     @unwrapping_interruptions
     @keeping_state_on_failure
-    def fit(self, X, y=None):
-        """Bicluster X (n_rows, n_cols) of non-negative integer counts, dense or scipy.sparse; returns self."""
+    def _fit(self, X, *, all_zero_said=False):
+        """``fit`` without its warning about the mixtures, which a wrapper may word its own way
+        (``unsettled_message``); ``all_zero_said``: the wrapper has said which items are all zeros."""
         self._check_params()
         checked = check_matrix(X, name="X", min_rows=2, min_cols=2, counts=True)
         record_features(self, X, reset=True)  # before the work: names that cannot be used fail first
@@ -651,10 +661,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         check_token_total(row_totals.sum())
         n_rows, n_cols = X.shape
         row_kept, col_kept = row_totals > 0, col_totals > 0
-        if not (row_kept.all() and col_kept.all()):
+        if not (row_kept.all() and col_kept.all() or all_zero_said):
             warnings.warn(
                 f"{(~row_kept).sum()} all-zero row(s) and {(~col_kept).sum()} all-zero column(s) are set aside "
-                "and come back unassigned (label -1)", AllZeroWarning, stacklevel=4,  # past fit's two decorators
+                "and come back unassigned (label -1)", AllZeroWarning, stacklevel=user_stacklevel(),
             )
         if row_kept.sum() < 2 or col_kept.sum() < 2:
             raise ValueError("X needs at least 2 rows and 2 columns with non-zero counts")
@@ -761,9 +771,6 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         self.token_counts_ = counts
         self.dpmm_trends_ = [MixtureTrend(side, dpmm.log_posterior_trend_, _sampled_k_ends(dpmm))
                              for side, dpmm in fits]
-        message = unsettled_message(self.dpmm_trends_, self.n_iter)
-        if message is not None:
-            warnings.warn(message, ChainNotSettledWarning, stacklevel=user_stacklevel())
         return self
 
     @property
@@ -829,7 +836,7 @@ def _held_out(core, share, rng):
             "X holds only 0s and 1s: a holdout of presence/absence data is not independent of the rest (each 1 "
             "falls in one part or the other, so the cells that shaped the partitions are empty in the held-out "
             "part) and the test loses real blocks (20 Newsgroups: none left); holdout suits counts",
-            HoldoutWarning, stacklevel=5,  # past _held_out, fit and fit's two decorators
+            HoldoutWarning, stacklevel=user_stacklevel(),
         )
     held = _thinned(core, share, rng)
     fit_part = core - held
@@ -841,7 +848,7 @@ def _held_out(core, share, rng):
         warnings.warn(
             f"holdout={share} left {(~fit_rows).sum()} row(s) and {(~fit_cols).sum()} column(s) without counts to "
             "fit the partitions on: they are set aside and come back unassigned (label -1)",
-            AllZeroWarning, stacklevel=5,
+            AllZeroWarning, stacklevel=user_stacklevel(),
         )
     return fit_part, held, fit_rows, fit_cols
 

@@ -735,9 +735,7 @@ def _run_fit(args, argv):
     inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
     with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
                            replaceable=_check_replaceable_fit) as staging:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ChainNotSettledWarning)  # said below, with the option's name
-            model.fit(X)
+        model._fit(X)  # the mixtures that have not settled are said here, with the option's name
         unsettled = unsettled_message(model.dpmm_trends_, model.n_iter, n_iter_name="--n-iter")
         if unsettled is not None:
             warnings.warn(unsettled, ChainNotSettledWarning)

@@ -39,6 +39,7 @@ __all__ = [
     "read_matrix",
     "write_json",
     "write_table_csv",
+    "writing_results",
 ]
 
 _SUFFIXES = {

@@ -283,8 +283,6 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         mu, chol_precision, log_det = self._expected_params
         self._expected_params = (mu + shift, chol_precision, log_det)
 
-    @unwrapping_interruptions
-    @keeping_state_on_failure
     def fit(self, X, y=None):
         """Run the sampler on X (n_samples, n_features), dense or scipy.sparse; returns self. Warns
         (``ChainNotSettledWarning``) when the chain has not settled (``log_posterior_trend_``)."""
@@ -299,6 +297,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             )
         return self
 
+    @unwrapping_interruptions
+    @keeping_state_on_failure
     def _fit(self, X):
         """``fit`` without its warning (a CDP fit says it once for all its mixtures)."""
         n_iter = check_int(self.n_iter, "n_iter", minimum=1)
