@@ -10,11 +10,16 @@
 
 ``fit`` writes into OUTDIR (all at once: into a temporary sibling first, moved into place when complete):
 
-- ``biclusters.json``: ``shape``, ``n_row_clusters``, ``n_column_clusters`` and ``biclusters``, a list
-  (strongest first) where each bicluster has its ``index``, its ``pair`` (k, l; its strongest block), the
-  ``row_clusters`` and ``column_clusters`` whose blocks it joins, its ``strength``, ``rows``
-  (names, highest membership first), the matching ``row_indices`` (0-based) and ``row_membership`` (share of
-  each row's tokens in the bicluster's row topics, its ``row_clusters``), their ``mean_row_membership``, and the same for the columns.
+- ``biclusters.json``: ``shape``, ``n_row_clusters``, ``n_column_clusters`` and ``biclusters``, a list (strongest
+  first) where each bicluster has its ``index``, its ``pair`` (k, l; its strongest block), the ``row_clusters`` and
+  ``column_clusters`` whose blocks it joins, its ``strength``, ``rows`` (names, highest membership first), the
+  matching ``row_indices`` (0-based) and ``row_membership`` (share of each row's tokens in the bicluster's row
+  topics, its ``row_clusters``), their ``mean_row_membership``, and the same for the columns; and ``mixtures``, one
+  record per DP mixture fitted (rows and columns, then both again each round): its ``side``, whether it ``settled``
+  (false: its log posterior still trended at the end, and the fit warned; null: too few iterations to test), over
+  how many ``n_samples`` after warm-up, the ``change`` of the log posterior over them (nats), the trend's ``z`` and
+  ``late_z`` (over the last half; null when infinite) and ``n_clusters`` at the first and last of them
+  (``CDP.dpmm_trends_``).
 - ``row_membership.csv``, ``column_membership.csv``: one line per row (column) named as in the input, one
   column per topic (``k0``, ``k1``, ... or ``l0``, ...) holding the share of its tokens in that topic, then
   ``label``, its cluster in the partition the biclusters are read from, whose clusters are the topics (the
@@ -676,6 +681,16 @@ def _check_replaceable_fit(outdir):
                         "such a folder; choose another OUTDIR or remove it yourself")
 
 
+def _mixture_records(model):
+    """One dict per DPMM the fit ran, for biclusters.json (see the module docstring)."""
+    def finite(value):
+        return float(value) if np.isfinite(value) else None
+
+    return [{"side": fit.side, "settled": fit.trend.settled, "n_samples": fit.trend.n_samples,
+             "change": finite(fit.trend.change), "z": finite(fit.trend.z), "late_z": finite(fit.trend.late_z),
+             "n_clusters": list(fit.n_clusters)} for fit in model.dpmm_trends_]
+
+
 def _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_names):
     """Write every output of ``fit`` (see the module docstring) of the fitted ``model`` into ``staging``."""
     write_json(
@@ -685,6 +700,7 @@ def _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_
             "n_row_clusters": model.n_row_clusters_,
             "n_column_clusters": model.n_column_clusters_,
             "biclusters": _bicluster_records(model, row_names, column_names),
+            "mixtures": _mixture_records(model),
         },
     )
     _write_membership_csv(
