@@ -20,9 +20,7 @@ from .cdp import (
     _cluster_masks,
     bicluster_members,
     pair_cluster_masks,
-    unsettled_message,
 )
-from .dpmm.diagnostics import ChainNotSettledWarning
 
 __all__ = ["cdp", "fitted_view", "SINGLE_CELL_DEFAULTS"]
 
@@ -210,9 +208,7 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     # said above and below in genes and cells, not rows and columns
     model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params})._fit(_genes_by_cells(matrix),
                                                                                  all_zero_said=True)
-    unsettled = unsettled_message(model.dpmm_trends_, model.n_iter, side_names=("gene", "cell"))
-    if unsettled is not None:
-        warnings.warn(unsettled, ChainNotSettledWarning, stacklevel=user_stacklevel())
+    model._warn_unsettled(side_names=("gene", "cell"))
 
     adata = adata.copy() if copy else adata
     gene_names = np.asarray(adata.var_names, dtype=str)

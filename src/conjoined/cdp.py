@@ -89,11 +89,6 @@ class MixtureTrend(NamedTuple):
     n_clusters: tuple[int, int]
 
 
-def _sampled_k_ends(dpmm):
-    sampled = dpmm.n_clusters_trace_[dpmm.warmup_:]  # never empty: CDP's mixtures warm up for n_iter // 2
-    return int(sampled[0]), int(sampled[-1])
-
-
 def unsettled_message(trends, n_iter, side_names=("row", "column"), n_iter_name="n_iter"):
     """The warning for the mixture fits among ``trends`` (CDP's ``dpmm_trends_``) that have not settled, None if
     none; the sides called ``side_names`` (rows', columns'), the iterations ``n_iter_name`` (``n_iter`` of the fit).
@@ -641,16 +636,21 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         """Bicluster X (n_rows, n_cols) of non-negative integer counts, dense or scipy.sparse; returns self. Warns
         (``ChainNotSettledWarning``) of the mixture fits that have not settled (``dpmm_trends_``)."""
         self._fit(X)
-        message = unsettled_message(self.dpmm_trends_, self.n_iter)
+        self._warn_unsettled()
+        return self
+
+    def _warn_unsettled(self, side_names=("row", "column"), n_iter_name="n_iter"):
+        """The ``ChainNotSettledWarning`` of a fit whose mixtures have not all settled (``unsettled_message``),
+        at the user's line."""
+        message = unsettled_message(self.dpmm_trends_, self.n_iter, side_names, n_iter_name)
         if message is not None:
             warnings.warn(message, ChainNotSettledWarning, stacklevel=user_stacklevel())
-        return self
 
     @unwrapping_interruptions
     @keeping_state_on_failure
     def _fit(self, X, *, all_zero_said=False):
         """``fit`` without its warning about the mixtures, which a wrapper may word its own way
-        (``unsettled_message``); ``all_zero_said``: the wrapper has said which items are all zeros."""
+        (``_warn_unsettled``); ``all_zero_said``: the wrapper has said which items are all zeros."""
         self._check_params()
         checked = check_matrix(X, name="X", min_rows=2, min_cols=2, counts=True)
         record_features(self, X, reset=True)  # before the work: names that cannot be used fail first
@@ -769,7 +769,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                                          else _expand(column_point, col_index, n_cols, np.nan))
         self.row_dpmm_, self.column_dpmm_ = row_dpmm, column_dpmm
         self.token_counts_ = counts
-        self.dpmm_trends_ = [MixtureTrend(side, dpmm.log_posterior_trend_, _sampled_k_ends(dpmm))
+        self.dpmm_trends_ = [MixtureTrend(side, dpmm.log_posterior_trend_, dpmm._sampled_k_ends())
                              for side, dpmm in fits]
         return self
 

@@ -81,10 +81,8 @@ from .cdp import (
     ConjoinedDirichletProcess,
     bicluster_members,
     pair_cluster_masks,
-    unsettled_message,
 )
 from .datasets import CDP_CASES, make_cdp_case
-from .dpmm.diagnostics import ChainNotSettledWarning
 from .dpmm.estimator import BACKENDS
 from .extract import BACKGROUNDS, DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
 from .io import (
@@ -751,10 +749,8 @@ def _run_fit(args, argv):
     inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
     with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
                            replaceable=_check_replaceable_fit) as staging:
-        model._fit(X)  # the mixtures that have not settled are said here, with the option's name
-        unsettled = unsettled_message(model.dpmm_trends_, model.n_iter, n_iter_name="--n-iter")
-        if unsettled is not None:
-            warnings.warn(unsettled, ChainNotSettledWarning)
+        model._fit(X)
+        model._warn_unsettled(n_iter_name="--n-iter")  # the mixtures that have not settled, with the option's name
         with writing_results(staging, args.outdir):
             _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_names)
     print(_summary(model, X, args.input, row_names))

@@ -131,23 +131,30 @@ def _rank_trend(y):
     ranks -= ranks.mean()
     slope = t @ ranks / (t @ t)
     residuals, n_params = ranks - slope * t, 2
+    tau = autocorrelation_time(residuals)
     if n > 3:
         curve = t**2 - np.mean(t**2)  # orthogonal to t and to the constant, t being symmetric
         curvature = curve @ ranks / (curve @ curve)
         about_parabola = residuals - curvature * curve
-        if _z(curvature, about_parabola, curve, n - 3) > TREND_Z_MAX:
-            residuals, n_params = about_parabola, 3
-    z = _z(slope, residuals, t, n - n_params) if n > n_params else 0.0
-    return float(z * np.sign(slope)), autocorrelation_time(residuals)
+        parabola_tau = autocorrelation_time(about_parabola)
+        if _z(curvature, about_parabola, parabola_tau, curve, n - 3) > TREND_Z_MAX:
+            residuals, tau, n_params = about_parabola, parabola_tau, 3
+    z = _z(slope, residuals, tau, t, n - n_params) if n > n_params else 0.0
+    return float(z * np.sign(slope)), tau
 
 
-def _z(coefficient, residuals, regressor, degrees_of_freedom):
+def _z(coefficient, residuals, tau, regressor, degrees_of_freedom):
     """|z| of a least-squares ``coefficient`` of the centred ``regressor`` against the ``residuals``' variance and
-    autocorrelation time."""
+    autocorrelation time ``tau``."""
     variance = residuals @ residuals / degrees_of_freedom
     if variance == 0:
         return 0.0 if coefficient == 0 else np.inf
-    return abs(coefficient) / np.sqrt(variance * autocorrelation_time(residuals) / (regressor @ regressor))
+    return abs(coefficient) / np.sqrt(variance * tau / (regressor @ regressor))
+
+
+def log_posterior_trend(log_posterior_trace, warmup):
+    """The ``ChainTrend`` of a DPMM's log posterior over the iterations after its ``warmup``."""
+    return trend(log_posterior_trace[warmup:], MIN_LOG_POSTERIOR_CHANGE)
 
 
 def _nats(value):

@@ -288,14 +288,19 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         (``ChainNotSettledWarning``) when the chain has not settled (``log_posterior_trend_``)."""
         self._fit(X)
         if self.log_posterior_trend_.settled is False:
-            sampled_k = self.n_clusters_trace_[self.warmup_:]
+            described = diagnostics.describe(self.log_posterior_trend_, self._sampled_k_ends())
             warnings.warn(
-                f"the DPMM has not settled: {diagnostics.describe(self.log_posterior_trend_, sampled_k[[0, -1]])}. "
+                f"the DPMM has not settled: {described}. "
                 f"Its result may change with more iterations: raise n_iter (now {self.n_iter}) and read "
                 "log_posterior_trace_ and n_clusters_trace_.",
                 diagnostics.ChainNotSettledWarning, stacklevel=user_stacklevel(),
             )
         return self
+
+    def _sampled_k_ends(self):
+        """(K at the first iteration after warm-up, K at the last); the chain had at least one."""
+        sampled = self.n_clusters_trace_[self.warmup_:]
+        return int(sampled[0]), int(sampled[-1])
 
     @unwrapping_interruptions
     @keeping_state_on_failure
@@ -457,8 +462,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         self._expected_params = prior.expected_params(cluster_stats)
         self.labels_trace_ = traces["labels"]
         self.warmup_ = settings.warmup
-        self.log_posterior_trend_ = diagnostics.trend(traces["log_posterior"][settings.warmup:],
-                                                      diagnostics.MIN_LOG_POSTERIOR_CHANGE)
+        self.log_posterior_trend_ = diagnostics.log_posterior_trend(traces["log_posterior"], settings.warmup)
         self.n_clusters_trace_ = traces["n_clusters"]
         self.log_posterior_trace_ = traces["log_posterior"]
         self.n_splits_trace_ = traces["n_splits"]
@@ -531,8 +535,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         if "labels_" in state:
             state.setdefault("labels_iteration_", len(state["n_clusters_trace_"]) - 1)
             if "log_posterior_trend_" not in state:
-                state["log_posterior_trend_"] = diagnostics.trend(state["log_posterior_trace_"][state["warmup_"]:],
-                                                                  diagnostics.MIN_LOG_POSTERIOR_CHANGE)
+                state["log_posterior_trend_"] = diagnostics.log_posterior_trend(state["log_posterior_trace_"],
+                                                                                state["warmup_"])
         super().__setstate__(state)
 
     def __sklearn_tags__(self):
