@@ -276,6 +276,23 @@ def test_params_name_the_mat_variable_read_even_when_chosen_alone(tmp_path, caps
     assert json.loads((tmp_path / "out" / "params.json").read_text())["input"]["variable"] == "documents"
 
 
+def test_a_first_column_of_identifiers_is_refused_until_first_column_says_which(tmp_path, capsys):
+    X, _, _ = make_cdp_case(2, random_state=0)
+    frame = pd.DataFrame(X, columns=[f"doc{j}" for j in range(X.shape[1])])
+    frame.insert(0, "word_id", 1 + np.arange(X.shape[0]))
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    status, _, err = _run(["fit", tmp_path / "t.csv", "-o", tmp_path / "out", *FAST, "--no-plots"], capsys)
+    assert status == 2 and "the first column, 'word_id', is numeric and has a header that names identifiers" in err
+    assert "--first-column names, or counts" in err and not (tmp_path / "out").exists()
+    status, _, err = _run(["fit", tmp_path / "t.csv", "-o", tmp_path / "out", "--first-column", "names", *FAST,
+                           "--no-plots"], capsys)
+    assert status == 0, err
+    given = json.loads((tmp_path / "out" / "params.json").read_text())["input"]
+    assert given["first_column"] == "names" and given["shape"] == list(X.shape)
+    rows = pd.read_csv(tmp_path / "out" / "row_membership.csv", dtype=str)
+    assert rows.iloc[:, 0].tolist() == [str(i) for i in 1 + np.arange(X.shape[0])]
+
+
 def test_output_under_a_file_is_named_as_such(reference, tmp_path, capsys):
     (tmp_path / "afile").write_text("keep me")
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "afile" / "sub", *FAST, "--no-plots"],

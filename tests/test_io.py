@@ -68,6 +68,64 @@ def test_table_with_numeric_row_names_under_an_empty_header(tmp_path, counts, na
     assert read_matrix(tmp_path / "named.csv").X.shape == X.shape
 
 
+@pytest.mark.parametrize("header, ids, evidence", [
+    ("GeneID", np.arange(5), "has a header that names identifiers"),
+    ("doc_id", np.array([7, 3, 9, 1, 4]), "has a header that names identifiers"),
+    ("index", np.arange(5), "has a header that names identifiers"),
+    ("sample0", 1000 + np.arange(12), r"holds integers that rise strictly over its 12 lines \(1000, 1001, 1002, "
+                                      r"\.\.\., 1011\)"),
+    ("sample0", 50 - 3 * np.arange(10), r"holds integers that fall strictly over its 10 lines \(50, 47, 44, "
+                                        r"\.\.\., 23\)"),
+])
+def test_a_numeric_first_column_that_looks_like_identifiers_is_refused_not_guessed(tmp_path, header, ids,
+                                                                                   evidence):
+    """Read as counts, an ID column becomes a sample (a document or cell of huge counts) and the fit goes on
+    silently wrong; read as names, a column of counts is lost. first_column says which."""
+    values = np.random.default_rng(1).poisson(2.0, size=(len(ids), 3))
+    frame = pd.DataFrame(values, columns=["a", "b", "c"])
+    frame.insert(0, header, ids)
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ValueError, match=rf"t\.csv: the first column, '{header}', is numeric and {evidence}: row "
+                                         r"names, or counts\? Say which: first_column='names' or 'counts'"):
+        read_matrix(tmp_path / "t.csv")
+    as_names = read_matrix(tmp_path / "t.csv", first_column="names")
+    np.testing.assert_array_equal(as_names.X, values)
+    assert as_names.row_names.tolist() == [str(i) for i in ids] and as_names.column_names.tolist() == ["a", "b", "c"]
+    as_counts = read_matrix(tmp_path / "t.csv", first_column="counts")
+    np.testing.assert_array_equal(as_counts.X, np.column_stack([ids, values]))
+    assert as_counts.row_names is None and as_counts.column_names.tolist() == [header, "a", "b", "c"]
+
+
+def test_a_numeric_first_column_of_counts_is_read_as_counts(tmp_path):
+    # a header of its own, no identifier in it, counts that do not rise or fall line after line (or too few lines)
+    for first in ([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9]):
+        frame = pd.DataFrame({"cell0": first, "cell1": np.ones(len(first), dtype=int)})
+        frame.to_csv(tmp_path / "t.csv", index=False)
+        result = read_matrix(tmp_path / "t.csv")
+        assert result.X[:, 0].tolist() == first and result.row_names is None
+    # words that only contain "id" or "index" are not identifiers
+    pd.DataFrame({"tidal": [1, 2], "indexer": [3, 4], "x": [5, 6]}).to_csv(tmp_path / "w.csv", index=False)
+    assert read_matrix(tmp_path / "w.csv").X.tolist() == [[1, 3, 5], [2, 4, 6]]
+
+
+def test_first_column_errors(tmp_path, counts):
+    X, genes, cells = counts
+    pd.DataFrame(X, index=genes, columns=cells).to_csv(tmp_path / "named.csv")
+    with pytest.raises(ValueError, match=r"named\.csv: column 1 \(no header\) is not numeric \(first_column="
+                                         r"'counts': no column holds names\)"):
+        read_matrix(tmp_path / "named.csv", first_column="counts")
+    # R's write.table: the header one field short says the first field of each line is a name
+    (tmp_path / "r.tsv").write_text("a\tb\n10\t1\t2\n20\t3\t4\n")
+    with pytest.raises(ValueError, match=r"r\.tsv: first_column='counts', but the header is one field short"):
+        read_matrix(tmp_path / "r.tsv", first_column="counts")
+    assert read_matrix(tmp_path / "r.tsv", first_column="names").row_names.tolist() == ["10", "20"]
+    with pytest.raises(ValueError, match=r"first_column must be None, 'names' or 'counts', got 'rows'"):
+        read_matrix(tmp_path / "r.tsv", first_column="rows")
+    sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(X))
+    with pytest.raises(ValueError, match=r"m\.npz: first_column= applies to \.csv and \.tsv files only"):
+        read_matrix(tmp_path / "m.npz", first_column="names")
+
+
 def test_table_headers_as_r_writes_them_and_a_header_called_na(tmp_path):
     # R's write.table: row names, and a header one field short
     (tmp_path / "r.tsv").write_text("a\tb\tc\n10\t1\t2\t3\n20\t4\t5\t6\n")

@@ -305,6 +305,9 @@ def build_parser():
     fit.add_argument("--layer", help=".h5ad: the layer holding counts ('raw': adata.raw.X, all its genes; "
                      "default X)")
     fit.add_argument("--variable", help=".mat: the variable holding the matrix")
+    fit.add_argument("--first-column", choices=("names", "counts"),
+                     help=".csv/.tsv: the first column holds the row names, or counts (default: decided from the "
+                     "file; a numeric column that looks like identifiers is refused until this says which)")
     fit.add_argument("--row-names", metavar="FILE",
                      help="text file with one name a line for the rows of INPUT (with --transpose, the columns fitted)")
     fit.add_argument("--column-names", metavar="FILE",
@@ -406,6 +409,7 @@ def _read_input(args):
         variable=args.variable,
         row_names=args.row_names,
         column_names=args.column_names,
+        first_column=args.first_column,
     )
     # checked as the file holds it, so that an error's (row, column) is the file's; AnnData's cells x genes are
     # read as genes x cells
@@ -730,6 +734,7 @@ def _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_
                 "shape": list(X.shape),
                 "layer": args.layer,
                 "variable": matrix.variable,
+                "first_column": args.first_column,
                 "row_names": _absolute(args.row_names),
                 "column_names": _absolute(args.column_names),
                 "transpose": args.transpose,

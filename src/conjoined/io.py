@@ -15,6 +15,7 @@ import gzip
 import json
 import numbers
 import os
+import re
 import shutil
 import signal
 import threading
@@ -171,7 +172,30 @@ def _is_number(text):
     return True
 
 
-def _read_table(path, sep):
+# Words of a column header that name identifiers ("id", "GeneID", "doc_id", "entrez"), not counts.
+_ID_WORDS = frozenset({"id", "ids", "idx", "index", "entrez", "accession"})
+# A count column rising or falling strictly over this many lines or more is taken for identifiers: random counts
+# do so with probability 2 / 10! at most (ties make it rarer still).
+_MONOTONE_ID_LINES = 10
+
+
+def _row_id_evidence(name, values):
+    """Why a numeric first column with a header of its own looks like row identifiers rather than counts: a
+    phrase, or None when nothing suggests it. ``name`` is its header, ``values`` its numbers (pandas Series)."""
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)
+    if any(word.lower() in _ID_WORDS for word in words):
+        return "has a header that names identifiers"
+    values = values.to_numpy(dtype=float)
+    steps = np.diff(values)
+    if (len(values) >= _MONOTONE_ID_LINES and np.isfinite(values).all() and (values == np.round(values)).all()
+            and ((steps > 0).all() or (steps < 0).all())):
+        shown = ", ".join(f"{value:.0f}" for value in values[:3])
+        return f"holds integers that {'rise' if steps[0] > 0 else 'fall'} strictly over its {len(values)} lines " \
+               f"({shown}, ..., {values[-1]:.0f})"
+    return None
+
+
+def _read_table(path, sep, first_column):
     try:
         import pandas as pd
     except ImportError:
@@ -197,7 +221,7 @@ def _read_table(path, sep):
             "header? Add a header line of column names (without names: 0,1,2,... as pandas writes them)"
         )
 
-    def first_column():  # the row names, as written
+    def names_in_first_column():  # as written
         return _make_unique(pd.read_csv(path, usecols=[0], **raw).iloc[1:, 0].tolist())
 
     if frame.shape[1] == 0:
@@ -211,11 +235,22 @@ def _read_table(path, sep):
                          f"{frame.shape[1] + frame.index.nlevels} (at most one more, for row names)")
     if not isinstance(frame.index, pd.RangeIndex):
         # a header one field short (R's write.table): pandas reads the first column as the row names
-        row_names = first_column()
-    elif header[0].strip() == "" or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
+        if first_column == "counts":
+            raise ValueError(f"{path}: first_column='counts', but the header is one field short of the lines "
+                             "below it: their first field is a row name (as R's write.table writes them)")
+        row_names = names_in_first_column()
+    elif first_column is None and header[0].strip() != "" and pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
+        evidence = _row_id_evidence(header[0], frame.iloc[:, 0])
+        if evidence is not None:
+            raise ValueError(
+                f"{path}: the first column, {header[0]!r}, is numeric and {evidence}: row names, or counts? Say "
+                "which: first_column='names' or 'counts' (conjoined fit: --first-column names, or counts)"
+            )
+    elif first_column != "counts" and (first_column == "names" or header[0].strip() == ""
+                                       or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0])):
         # a first column without a header holds names even when they are numbers (pandas' to_csv writes its
         # index so); a header "NA" or "null" is a name, not a missing one
-        row_names = first_column()
+        row_names = names_in_first_column()
         frame, column_names = frame.iloc[:, 1:], header[1:]
     # Every line ending with a separator (as some tools write them): the empty last field, unnamed and empty
     # throughout, is no column.
@@ -223,9 +258,11 @@ def _read_table(path, sep):
         frame, column_names = frame.iloc[:, :-1], column_names[:-1]
     for position, name in enumerate(frame.columns):
         if not pd.api.types.is_numeric_dtype(frame[name]):
+            label = repr(column_names[position]) if str(column_names[position]).strip() else "1 (no header)"
             raise ValueError(
-                f"{path}: column {column_names[position]!r} is not numeric (only the first column may hold row "
-                "names)"
+                f"{path}: column {label} is not numeric "
+                + ("(first_column='counts': no column holds names)" if first_column == "counts"
+                   else "(only the first column may hold row names)")
             )
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         other = next((other for other in (";", "\t", ",") if other != sep and other in first_lines[0]), None)
@@ -426,7 +463,7 @@ def _read_mat(path, variable):
     return (X, *_mat_names(contents, X.shape), variable)
 
 
-def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names=None):
+def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names=None, first_column=None):
     """Read a count matrix (rows = features such as genes or words, columns = samples such as cells or documents).
 
     Formats, chosen by the extension:
@@ -434,6 +471,9 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     - ``.csv``/``.tsv`` (optionally ``.gz``): the header gives the column names; the first column gives the row
       names when it is non-numeric, its header is empty (as pandas' ``to_csv`` writes an index) or the header
       is one field short (as R's ``write.table`` writes row names). Names are kept as written ("001", "NA").
+      A numeric first column with a header of its own is counts, unless it looks like identifiers: a header
+      naming them ("id", "GeneID", "doc_id", "index", "entrez") or integers rising or falling strictly over 10
+      lines or more. That is refused rather than guessed: ``first_column`` says which it is.
       A first line of unquoted numbers only, as many as on the next line, is refused: it may be counts without a
       header (numpy's ``savetxt``) or numbers as names (except 0, 1, ..., the labels pandas writes for unnamed
       columns, read as names). Dense.
@@ -459,6 +499,9 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
         Names replacing those of the file: a text file (``.gz`` allowed) with one name per line (first
         tab-separated field), or the names themselves (a list, tuple, array, pandas Index or other ordered
         iterable of str or numbers, numbers written as text). Their count must match the matrix.
+    first_column : {"names", "counts"}, optional
+        Tables only: the first column holds the row names, or counts (``"counts"`` with a header one field short
+        is an error). Default: decided from the file, as above.
 
     Returns
     -------
@@ -470,8 +513,8 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
         ``path`` (or a names file) does not exist.
     ValueError
         Unknown extension, a file that does not parse (a names file too, damaged ``.gz`` included), an ambiguous
-        or absent variable/layer, names of the wrong length, or an AnnData matrix with finite non-integer values;
-        the message names the file and the problem.
+        or absent variable/layer, a table's first column that may be names or counts, names of the wrong length,
+        or an AnnData matrix with finite non-integer values; the message names the file and the problem.
     TypeError
         ``row_names`` or ``column_names`` is neither a path nor an ordered sequence of str or numbers.
     ImportError
@@ -485,9 +528,15 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
         raise ValueError(f"{path}: layer= applies to .h5ad files only")
     if variable is not None and source_format != "mat":
         raise ValueError(f"{path}: variable= applies to .mat files only")
+    if first_column is not None:
+        if first_column not in ("names", "counts"):
+            raise ValueError(f"first_column must be None, 'names' or 'counts', got {first_column!r}")
+        if source_format not in ("csv", "tsv"):
+            raise ValueError(f"{path}: first_column= applies to .csv and .tsv files only")
     file_row_names = file_column_names = None
     if source_format in ("csv", "tsv"):
-        X, file_row_names, file_column_names = _read_table(path, "," if source_format == "csv" else "\t")
+        X, file_row_names, file_column_names = _read_table(path, "," if source_format == "csv" else "\t",
+                                                           first_column)
     elif source_format == "mtx":
         X = _read_mtx(path)
     elif source_format == "10x":
