@@ -72,6 +72,7 @@ def test_table_with_numeric_row_names_under_an_empty_header(tmp_path, counts, na
     ("GeneID", np.arange(5), "has a header that names identifiers"),
     ("doc_id", np.array([7, 3, 9, 1, 4]), "has a header that names identifiers"),
     ("index", np.arange(5), "has a header that names identifiers"),
+    ("geneid", np.array([7157, 672, 1956, 3845, 5290]), "has a header that names identifiers"),
     ("sample0", 1000 + np.arange(12), r"holds integers that rise strictly over its 12 lines \(1000, 1001, 1002, "
                                       r"\.\.\., 1011\)"),
     ("sample0", 50 - 3 * np.arange(10), r"holds integers that fall strictly over its 10 lines \(50, 47, 44, "
@@ -104,8 +105,9 @@ def test_a_numeric_first_column_of_counts_is_read_as_counts(tmp_path):
         result = read_matrix(tmp_path / "t.csv")
         assert result.X[:, 0].tolist() == first and result.row_names is None
     # words that only contain "id" or "index" are not identifiers
-    pd.DataFrame({"tidal": [1, 2], "indexer": [3, 4], "x": [5, 6]}).to_csv(tmp_path / "w.csv", index=False)
-    assert read_matrix(tmp_path / "w.csv").X.tolist() == [[1, 3, 5], [2, 4, 6]]
+    for header in ("tidal", "indexer", "squid", "genes"):
+        pd.DataFrame({header: [1, 2], "x": [5, 6]}).to_csv(tmp_path / "w.csv", index=False)
+        assert read_matrix(tmp_path / "w.csv").X.tolist() == [[1, 5], [2, 6]]
 
 
 def test_first_column_errors(tmp_path, counts):

@@ -172,8 +172,11 @@ def _is_number(text):
     return True
 
 
-# Words of a column header that name identifiers ("id", "GeneID", "doc_id", "entrez"), not counts.
+# Words of a column header that name identifiers ("id", "GeneID", "doc_id", "entrez"), not counts, and the same
+# run together in lower case ("geneid", "docid").
 _ID_WORDS = frozenset({"id", "ids", "idx", "index", "entrez", "accession"})
+_RUN_TOGETHER_ID = re.compile(r"(gene|entrez|ensembl|probe|transcript|feature|word|term|doc|document|row|item)s?"
+                              r"(id|ids|idx|index)")
 # A count column rising or falling strictly over this many lines or more is taken for identifiers: random counts
 # do so with probability 2 / 10! at most (ties make it rarer still).
 _MONOTONE_ID_LINES = 10
@@ -183,7 +186,7 @@ def _row_id_evidence(name, values):
     """Why a numeric first column with a header of its own looks like row identifiers rather than counts: a
     phrase, or None when nothing suggests it. ``name`` is its header, ``values`` its numbers (pandas Series)."""
     words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)
-    if any(word.lower() in _ID_WORDS for word in words):
+    if any(word.lower() in _ID_WORDS or _RUN_TOGETHER_ID.fullmatch(word.lower()) for word in words):
         return "has a header that names identifiers"
     values = values.to_numpy(dtype=float)
     steps = np.diff(values)
