@@ -70,13 +70,14 @@ def test_table_with_numeric_row_names_under_an_empty_header(tmp_path, counts, na
 
 @pytest.mark.parametrize("header, ids, evidence", [
     ("GeneID", np.arange(5), "has a header that names identifiers"),
+    ("GeneIDs", np.arange(5), "has a header that names identifiers"),
     ("doc_id", np.array([7, 3, 9, 1, 4]), "has a header that names identifiers"),
     ("index", np.arange(5), "has a header that names identifiers"),
     ("geneid", np.array([7157, 672, 1956, 3845, 5290]), "has a header that names identifiers"),
+    ("Unnamed: 0", np.array([4, 0, 2, 1, 3]), "has a header that names identifiers"),  # pandas' unnamed column
+    ("X", np.array([4, 0, 2, 1, 3]), "has a header that names identifiers"),  # R's read.csv, then write.csv
     ("sample0", 1000 + np.arange(12), r"holds integers that rise strictly over its 12 lines \(1000, 1001, 1002, "
                                       r"\.\.\., 1011\)"),
-    ("sample0", 50 - 3 * np.arange(10), r"holds integers that fall strictly over its 10 lines \(50, 47, 44, "
-                                        r"\.\.\., 23\)"),
 ])
 def test_a_numeric_first_column_that_looks_like_identifiers_is_refused_not_guessed(tmp_path, header, ids,
                                                                                    evidence):
@@ -87,7 +88,8 @@ def test_a_numeric_first_column_that_looks_like_identifiers_is_refused_not_guess
     frame.insert(0, header, ids)
     frame.to_csv(tmp_path / "t.csv", index=False)
     with pytest.raises(ValueError, match=rf"t\.csv: the first column, '{header}', is numeric and {evidence}: row "
-                                         r"names, or counts\? Say which: first_column='names' or 'counts'"):
+                                         r"names, or counts\? Say which: first_column='names' or 'counts' "
+                                         r"\(--first-column names, or counts\)"):
         read_matrix(tmp_path / "t.csv")
     as_names = read_matrix(tmp_path / "t.csv", first_column="names")
     np.testing.assert_array_equal(as_names.X, values)
@@ -98,33 +100,55 @@ def test_a_numeric_first_column_that_looks_like_identifiers_is_refused_not_guess
 
 
 def test_a_numeric_first_column_of_counts_is_read_as_counts(tmp_path):
-    # a header of its own, no identifier in it, counts that do not rise or fall line after line (or too few lines)
-    for first in ([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9]):
+    # a header of its own, no identifier in it, counts that do not rise line after line (or too few lines to
+    # tell), or fall (a table sorted by its first sample, top genes first)
+    for first in ([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9], list(range(60, 0, -4))):
         frame = pd.DataFrame({"cell0": first, "cell1": np.ones(len(first), dtype=int)})
         frame.to_csv(tmp_path / "t.csv", index=False)
         result = read_matrix(tmp_path / "t.csv")
         assert result.X[:, 0].tolist() == first and result.row_names is None
-    # words that only contain "id" or "index" are not identifiers
-    for header in ("tidal", "indexer", "squid", "genes"):
-        pd.DataFrame({header: [1, 2], "x": [5, 6]}).to_csv(tmp_path / "w.csv", index=False)
-        assert read_matrix(tmp_path / "w.csv").X.tolist() == [[1, 5], [2, 6]]
+    # words that only contain "id" or "index", a sample named like the next, or numbers that are not whole
+    for first, second, values in [("tidal", "x", [1, 2]), ("indexer", "x", [1, 2]), ("squid", "x", [1, 2]),
+                                  ("genes_1", "x", [1, 2]), ("ID1", "ID2", [1, 2]), ("ID_rep1", "ID_rep2", [1, 2]),
+                                  ("Index_B", "x", [0.5, 2.25])]:
+        pd.DataFrame({first: values, second: [5, 6]}).to_csv(tmp_path / "w.csv", index=False)
+        assert read_matrix(tmp_path / "w.csv").X.tolist() == [[values[0], 5], [values[1], 6]], first
+
+
+def test_a_quoted_first_column_of_numbers_is_names(tmp_path):
+    # R's write.csv(row.names=FALSE) quotes a column of IDs held as text, not the counts
+    (tmp_path / "q.csv").write_text('"gene","c1","c2"\n"101",3,0\n"205",1,2\n')
+    result = read_matrix(tmp_path / "q.csv")
+    assert result.X.tolist() == [[3, 0], [1, 2]] and result.row_names.tolist() == ["101", "205"]
+    assert result.column_names.tolist() == ["c1", "c2"]
+    # every field quoted (Python's csv.QUOTE_ALL): the quotes say nothing, the numbers are counts
+    (tmp_path / "all.csv").write_text('"c0","c1","c2"\n"101","3","0"\n"205","1","2"\n')
+    assert read_matrix(tmp_path / "all.csv").X.tolist() == [[101, 3, 0], [205, 1, 2]]
 
 
 def test_first_column_errors(tmp_path, counts):
     X, genes, cells = counts
     pd.DataFrame(X, index=genes, columns=cells).to_csv(tmp_path / "named.csv")
     with pytest.raises(ValueError, match=r"named\.csv: column 1 \(no header\) is not numeric \(first_column="
-                                         r"'counts': no column holds names\)"):
+                                         r"'counts', --first-column counts: no column holds names\)"):
         read_matrix(tmp_path / "named.csv", first_column="counts")
+    (tmp_path / "gap.csv").write_text("g,c1,,c2\n1,2,x,4\n2,3,4,5\n")
+    with pytest.raises(ValueError, match=r"gap\.csv: column after 'c1' \(no header\) is not numeric"):
+        read_matrix(tmp_path / "gap.csv")
     # R's write.table: the header one field short says the first field of each line is a name
     (tmp_path / "r.tsv").write_text("a\tb\n10\t1\t2\n20\t3\t4\n")
-    with pytest.raises(ValueError, match=r"r\.tsv: first_column='counts', but the header is one field short"):
+    with pytest.raises(ValueError, match=r"r\.tsv: first_column='counts' \(--first-column counts\), but the lines "
+                                         r"below the header have one field more than it: a row name first"):
         read_matrix(tmp_path / "r.tsv", first_column="counts")
     assert read_matrix(tmp_path / "r.tsv", first_column="names").row_names.tolist() == ["10", "20"]
     with pytest.raises(ValueError, match=r"first_column must be None, 'names' or 'counts', got 'rows'"):
         read_matrix(tmp_path / "r.tsv", first_column="rows")
+    (tmp_path / "only.csv").write_text("gene_id\n1\n2\n")
+    with pytest.raises(ValueError, match=r"only\.csv: the first column \(the table's only column\), 'gene_id'"):
+        read_matrix(tmp_path / "only.csv")
     sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(X))
-    with pytest.raises(ValueError, match=r"m\.npz: first_column= applies to \.csv and \.tsv files only"):
+    with pytest.raises(ValueError, match=r"m\.npz: first_column= \(--first-column\) applies to \.csv and \.tsv "
+                                         r"files only"):
         read_matrix(tmp_path / "m.npz", first_column="names")
 
 
@@ -536,7 +560,7 @@ def test_missing_unknown_and_garbled_files(tmp_path):
 
 def test_option_for_the_wrong_format(tmp_path, counts):
     sp.save_npz(tmp_path / "m.npz", sp.csr_matrix(counts[0]))
-    with pytest.raises(ValueError, match="layer= applies to .h5ad files only"):
+    with pytest.raises(ValueError, match=r"layer= \(--layer\) applies to \.h5ad files only"):
         read_matrix(tmp_path / "m.npz", layer="counts")
 
 

@@ -172,30 +172,54 @@ def _is_number(text):
     return True
 
 
-# Words of a column header that name identifiers ("id", "GeneID", "doc_id", "entrez"), not counts, and the same
-# run together in lower case ("geneid", "docid").
-_ID_WORDS = frozenset({"id", "ids", "idx", "index", "entrez", "accession"})
-_RUN_TOGETHER_ID = re.compile(r"(gene|entrez|ensembl|probe|transcript|feature|word|term|doc|document|row|item)s?"
-                              r"(id|ids|idx|index)")
-# A count column rising or falling strictly over this many lines or more is taken for identifiers: random counts
-# do so with probability 2 / 10! at most (ties make it rarer still).
-_MONOTONE_ID_LINES = 10
+# A header that names identifiers, not a sample: one of these words in any style ("ID", "GeneIDs", "doc_id",
+# "entrez"), the same run together in lower case ("geneid", "probesetid"), or a whole header naming row names or
+# written for an unnamed column by a tool (pandas' "Unnamed: 0", R's "X", readr's "...1", tibble's "rowname").
+_ID_WORDS = frozenset({"id", "ids", "idx", "index", "uid", "entrez", "entrezgene", "accession"})
+_RUN_TOGETHER_ID = re.compile(
+    r"(gene|entrez|ensembl|probe|probeset|transcript|feature|word|term|doc|document|row|item|cell|sample)s?"
+    r"(id|ids|idx|index)")
+_ROW_NAME_HEADER = re.compile(
+    r"(gene|word|feature|term|name|row|rowname)s?|row[._]names|x|unnamed: ?\d+|\.\.\.\d+")
+# A header's words: runs of capitals (with a plural s: "IDs"), capitalised or lower-case words, each with the
+# digits that follow it ("ID1" is one word, a sample's name, not "ID").
+_HEADER_WORD = re.compile(r"[A-Z]{2,}s?(?![a-z])\d*|[A-Z]?[a-z]+\d*|[A-Z]\d*|\d+")
+# A numeric first column rising strictly over this many lines or more is taken for identifiers: counts in random
+# order do so with probability 1 / 10! (ties make it rarer). Falling columns are not: tables are sorted by a
+# sample's counts, top genes first.
+_RISING_ID_LINES = 10
 
 
-def _row_id_evidence(name, values):
+def _row_id_evidence(header, values):
     """Why a numeric first column with a header of its own looks like row identifiers rather than counts: a
-    phrase, or None when nothing suggests it. ``name`` is its header, ``values`` its numbers (pandas Series)."""
-    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)
-    if any(word.lower() in _ID_WORDS or _RUN_TOGETHER_ID.fullmatch(word.lower()) for word in words):
-        return "has a header that names identifiers"
+    phrase, or None when nothing suggests it.
+
+    header : list of str, the table's header (the column's is ``header[0]``); values : its numbers (pandas Series).
+    """
+    name = header[0].strip()
     values = values.to_numpy(dtype=float)
-    steps = np.diff(values)
-    if (len(values) >= _MONOTONE_ID_LINES and np.isfinite(values).all() and (values == np.round(values)).all()
-            and ((steps > 0).all() or (steps < 0).all())):
+    whole = bool(np.isfinite(values).all() and (values == np.round(values)).all())
+
+    def shape(text):
+        return re.sub(r"\d+", "#", text.strip())
+
+    # a first sample named like the next ("ID_rep1", "ID_rep2") is a sample
+    if whole and (len(header) < 2 or shape(name) != shape(header[1])):
+        words = [word.lower() for word in _HEADER_WORD.findall(name)]
+        if (_ROW_NAME_HEADER.fullmatch(name.lower())
+                or any(word in _ID_WORDS or _RUN_TOGETHER_ID.fullmatch(word) for word in words)):
+            return "has a header that names identifiers"
+    if whole and len(values) >= _RISING_ID_LINES and (np.diff(values) > 0).all():
         shown = ", ".join(f"{value:.0f}" for value in values[:3])
-        return f"holds integers that {'rise' if steps[0] > 0 else 'fall'} strictly over its {len(values)} lines " \
-               f"({shown}, ..., {values[-1]:.0f})"
+        return f"holds integers that rise strictly over its {len(values)} lines ({shown}, ..., {values[-1]:.0f})"
     return None
+
+
+def _quoted_first_field_only(line, sep):
+    """Whether a data line quotes its first field and not its second: a column written as text (R's write.csv
+    quotes strings, not numbers), so names even when they read as numbers."""
+    fields = next(csv.reader([line], delimiter=sep, quoting=csv.QUOTE_NONE), [])
+    return len(fields) > 1 and fields[0].lstrip().startswith('"') and not fields[1].lstrip().startswith('"')
 
 
 def _read_table(path, sep, first_column):
@@ -239,33 +263,39 @@ def _read_table(path, sep, first_column):
     if not isinstance(frame.index, pd.RangeIndex):
         # a header one field short (R's write.table): pandas reads the first column as the row names
         if first_column == "counts":
-            raise ValueError(f"{path}: first_column='counts', but the header is one field short of the lines "
-                             "below it: their first field is a row name (as R's write.table writes them)")
+            raise ValueError(f"{path}: first_column='counts' (--first-column counts), but the lines below the "
+                             "header have one field more than it: a row name first (as R's write.table writes "
+                             "them), or a separator at the end of each line that the header does not have?")
         row_names = names_in_first_column()
-    elif first_column is None and header[0].strip() != "" and pd.api.types.is_numeric_dtype(frame.iloc[:, 0]):
-        evidence = _row_id_evidence(header[0], frame.iloc[:, 0])
-        if evidence is not None:
-            raise ValueError(
-                f"{path}: the first column, {header[0]!r}, is numeric and {evidence}: row names, or counts? Say "
-                "which: first_column='names' or 'counts' (conjoined fit: --first-column names, or counts)"
-            )
-    elif first_column != "counts" and (first_column == "names" or header[0].strip() == ""
-                                       or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0])):
-        # a first column without a header holds names even when they are numbers (pandas' to_csv writes its
-        # index so); a header "NA" or "null" is a name, not a missing one
-        row_names = names_in_first_column()
-        frame, column_names = frame.iloc[:, 1:], header[1:]
+    else:
+        # A first column without a header holds names even when they are numbers (pandas' to_csv writes its
+        # index so); a header "NA" or "null" is a name, not a missing one.
+        names = first_column == "names"
+        if first_column is None:
+            names = (header[0].strip() == "" or not pd.api.types.is_numeric_dtype(frame.iloc[:, 0])
+                     or _quoted_first_field_only(first_lines[1], sep))
+            evidence = None if names else _row_id_evidence(header, frame.iloc[:, 0])
+            if evidence is not None:
+                only = " (the table's only column)" if frame.shape[1] == 1 else ""
+                raise ValueError(
+                    f"{path}: the first column{only}, {header[0]!r}, is numeric and {evidence}: row names, or "
+                    "counts? Say which: first_column='names' or 'counts' (--first-column names, or counts)"
+                )
+        if names:
+            row_names = names_in_first_column()
+            frame, column_names = frame.iloc[:, 1:], header[1:]
     # Every line ending with a separator (as some tools write them): the empty last field, unnamed and empty
     # throughout, is no column.
     if frame.shape[1] > 1 and str(column_names[-1]).strip() == "" and frame.iloc[:, -1].isna().all():
         frame, column_names = frame.iloc[:, :-1], column_names[:-1]
     for position, name in enumerate(frame.columns):
         if not pd.api.types.is_numeric_dtype(frame[name]):
-            label = repr(column_names[position]) if str(column_names[position]).strip() else "1 (no header)"
+            label = (repr(column_names[position]) if str(column_names[position]).strip() else
+                     f"after {column_names[position - 1]!r} (no header)" if position else "1 (no header)")
             raise ValueError(
                 f"{path}: column {label} is not numeric "
-                + ("(first_column='counts': no column holds names)" if first_column == "counts"
-                   else "(only the first column may hold row names)")
+                + ("(first_column='counts', --first-column counts: no column holds names)"
+                   if first_column == "counts" else "(only the first column may hold row names)")
             )
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         other = next((other for other in (";", "\t", ",") if other != sep and other in first_lines[0]), None)
@@ -474,9 +504,10 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     - ``.csv``/``.tsv`` (optionally ``.gz``): the header gives the column names; the first column gives the row
       names when it is non-numeric, its header is empty (as pandas' ``to_csv`` writes an index) or the header
       is one field short (as R's ``write.table`` writes row names). Names are kept as written ("001", "NA").
-      A numeric first column with a header of its own is counts, unless it looks like identifiers: a header
-      naming them ("id", "GeneID", "doc_id", "index", "entrez") or integers rising or falling strictly over 10
-      lines or more. That is refused rather than guessed: ``first_column`` says which it is.
+      A numeric first column quoted on its lines (R's ``write.csv`` quotes text) is names too. One with a header
+      of its own is counts, unless it looks like identifiers: a header naming them ("ID", "GeneIDs", "doc_id",
+      "geneid", "index", "entrez"; pandas' "Unnamed: 0", R's "X") or integers rising strictly over 10 lines or
+      more. That is refused rather than guessed: ``first_column`` says which it is.
       A first line of unquoted numbers only, as many as on the next line, is refused: it may be counts without a
       header (numpy's ``savetxt``) or numbers as names (except 0, 1, ..., the labels pandas writes for unnamed
       columns, read as names). Dense.
@@ -503,8 +534,8 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
         tab-separated field), or the names themselves (a list, tuple, array, pandas Index or other ordered
         iterable of str or numbers, numbers written as text). Their count must match the matrix.
     first_column : {"names", "counts"}, optional
-        Tables only: the first column holds the row names, or counts (``"counts"`` with a header one field short
-        is an error). Default: decided from the file, as above.
+        Tables only: the first column holds the row names, or counts (even under an empty header field; with a
+        header one field short, an error). Default: decided from the file, as above.
 
     Returns
     -------
@@ -528,14 +559,14 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
         raise FileNotFoundError(f"{path}: no such file or directory")
     source_format = _format_of(path)
     if layer is not None and source_format != "h5ad":
-        raise ValueError(f"{path}: layer= applies to .h5ad files only")
+        raise ValueError(f"{path}: layer= (--layer) applies to .h5ad files only")
     if variable is not None and source_format != "mat":
-        raise ValueError(f"{path}: variable= applies to .mat files only")
+        raise ValueError(f"{path}: variable= (--variable) applies to .mat files only")
     if first_column is not None:
         if first_column not in ("names", "counts"):
             raise ValueError(f"first_column must be None, 'names' or 'counts', got {first_column!r}")
         if source_format not in ("csv", "tsv"):
-            raise ValueError(f"{path}: first_column= applies to .csv and .tsv files only")
+            raise ValueError(f"{path}: first_column= (--first-column) applies to .csv and .tsv files only")
     file_row_names = file_column_names = None
     if source_format in ("csv", "tsv"):
         X, file_row_names, file_column_names = _read_table(path, "," if source_format == "csv" else "\t",
