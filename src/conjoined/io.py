@@ -504,10 +504,11 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     - ``.csv``/``.tsv`` (optionally ``.gz``): the header gives the column names; the first column gives the row
       names when it is non-numeric, its header is empty (as pandas' ``to_csv`` writes an index) or the header
       is one field short (as R's ``write.table`` writes row names). Names are kept as written ("001", "NA").
-      A numeric first column quoted on its lines (R's ``write.csv`` quotes text) is names too. One with a header
-      of its own is counts, unless it looks like identifiers: a header naming them ("ID", "GeneIDs", "doc_id",
-      "geneid", "index", "entrez"; pandas' "Unnamed: 0", R's "X") or integers rising strictly over 10 lines or
-      more. That is refused rather than guessed: ``first_column`` says which it is.
+      A numeric first column quoted where the counts are not (R's ``write.csv`` quotes text) is names too. One
+      with a header of its own is counts, unless its whole numbers look like identifiers: a header naming them
+      ("ID", "GeneIDs", "doc_id", "geneid", "index", "entrez"; pandas' "Unnamed: 0", R's "X"; not a sample named
+      like the next, "ID_rep1" and "ID_rep2") or values rising strictly over 10 lines or more. That is refused
+      rather than guessed: ``first_column`` says which it is.
       A first line of unquoted numbers only, as many as on the next line, is refused: it may be counts without a
       header (numpy's ``savetxt``) or numbers as names (except 0, 1, ..., the labels pandas writes for unnamed
       columns, read as names). Dense.
