@@ -30,6 +30,7 @@ MODULES = [
     ("conjoined.io", None),
     ("conjoined.reassign", None),
     ("conjoined.extract", None),
+    ("conjoined.predict", None),
     ("conjoined.baselines", None),
     ("conjoined.cli", None),
 ]

@@ -63,6 +63,7 @@ from .extract import (
     refine_partition,
     topic_parameters,
 )
+from .predict import cluster_probabilities, side_classifiers
 from .reassign import TokenCounts, check_token_total, reassign_tokens
 
 LIKELIHOODS = ("poisson", "multinomial")
@@ -521,6 +522,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     token_counts_ : TokenCounts (n_kl, n_ik, n_jl), float64: the reassignment's mean counts over the last half of
         its sweeps (the initial allocation's counts when ``n_reassign=0``). Unlike the other attributes, n_ik and
         n_jl hold only the rows and columns with counts, in the fit's canonical order (by content).
+    row_classifier_, column_classifier_ : ``conjoined.predict.SideClassifier``, the block model of the partitions
+        ``block_row_labels_`` and ``block_column_labels_`` by which ``predict_row_proba`` and
+        ``predict_column_proba`` classify new rows and columns (a few (K, L) arrays).
     n_features_in_ : int, the number of columns; feature_names_in_ : (n_cols,) object array of the column names,
         when X was a pandas DataFrame with string column names (absent otherwise).
     """
@@ -589,11 +593,13 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
+    def _likelihood(self, side):
+        """The likelihood a side's mixtures use: ``*_likelihood``, or the multinomial with ``mode="paper"``."""
+        return "multinomial" if self.mode == "paper" else getattr(self, f"{side}_likelihood")
+
     def _prior(self, side):
-        paper = self.mode == "paper"
-        likelihood = "multinomial" if paper else getattr(self, f"{side}_likelihood")
         beta = getattr(self, f"{side}_beta")
-        return Multinomial(beta=beta) if likelihood == "multinomial" else PoissonGamma(shape=beta)
+        return Multinomial(beta=beta) if self._likelihood(side) == "multinomial" else PoissonGamma(shape=beta)
 
     def _dispersion(self, aggregated, labels, side, round_):
         """``(point (n,), feature (d,))`` dispersions of a side's aggregated matrix (n, d) in conjoined round
@@ -771,7 +777,66 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         self.token_counts_ = counts
         self.dpmm_trends_ = [MixtureTrend(side, dpmm.log_posterior_trend_, dpmm._sampled_k_ends())
                              for side, dpmm in fits]
+        with single_threaded_blas():
+            self.row_classifier_, self.column_classifier_ = side_classifiers(
+                sp.csr_matrix(X, dtype=np.float64), self.block_row_labels_, self.block_column_labels_,
+                z_min=self.z_min, min_size=refine_min_size, n_clusters=(int(K_r), int(K_c)),
+                likelihoods=(self._likelihood("row"), self._likelihood("column")))
         return self
+
+    def predict_row_proba(self, X):
+        """(n_new, K_r) posterior probability of each row cluster (the clusters of ``block_row_labels_``) for new
+        rows ``X`` (n_new, n_cols) of counts over the fitted columns, dense or scipy.sparse, under the block model
+        that decided the fitted rows' clusters (``row_classifier_``; :mod:`conjoined.predict`). A row without
+        counts in the fitted columns' clusters gets a row of zeros (``AllZeroWarning``), as it would be set
+        aside in a fit."""
+        return self._cluster_probabilities(X, "row")
+
+    def predict_rows(self, X):
+        """(n_new,) int64: the most probable row cluster of each new row ``X`` (n_new, n_cols) under
+        ``predict_row_proba``, -1 for a row without counts to classify it by. The biclusters whose row clusters
+        hold a new row's cluster k >= 0 are ``bicluster_row_clusters_[:, k]`` (the outsider test that lets a
+        fitted row join a bicluster of another cluster is not run on new rows)."""
+        return _most_probable(self.predict_row_proba(X))
+
+    def predict_column_proba(self, X):
+        """(n_new, K_c) posterior probability of each column cluster (the clusters of ``block_column_labels_``)
+        for new columns ``X`` (n_rows, n_new) of counts over the fitted rows: new documents over the fitted
+        words, new cells over the fitted genes. As ``predict_row_proba``, with rows and columns swapped."""
+        return self._cluster_probabilities(X, "column")
+
+    def predict_columns(self, X):
+        """(n_new,) int64: the most probable column cluster of each new column ``X`` (n_rows, n_new) under
+        ``predict_column_proba``, -1 for a column without counts to classify it by; its biclusters are
+        ``bicluster_column_clusters_[:, l]`` for its cluster l >= 0 (as ``predict_rows``)."""
+        return _most_probable(self.predict_column_proba(X))
+
+    def _cluster_probabilities(self, X, side):
+        check_is_fitted(self, "rows_")
+        classifier = getattr(self, f"{side}_classifier_", None)
+        if classifier is None:
+            raise AttributeError(f"this {type(self).__name__} was fitted by an older version of conjoined, which "
+                                 "kept no classifier of new items: fit it again to classify new rows or columns")
+        n_rows, n_cols = len(self.row_labels_), len(self.column_labels_)
+        other = _other_side(side)
+        if side == "row":
+            record_features(self, X, reset=False)
+            items = check_matrix(X, name="X", counts=True)
+            expected, given, shape = n_cols, items.shape[1], "(n_new, n_cols)"
+        else:
+            items = check_matrix(X, name="X", counts=True)
+            expected, given, shape = n_rows, items.shape[0], "(n_rows, n_new)"
+            items = items.T
+        if given != expected:
+            raise ValueError(f"X has {given} {other}s, but the model was fitted on {expected} {other}s: "
+                             f"predict_{side}s takes new {side}s over the fitted {other}s, shape {shape}")
+        probabilities = cluster_probabilities(classifier, items)
+        unclassified = int((probabilities.sum(axis=1) == 0).sum())
+        if unclassified:
+            warnings.warn(f"{unclassified} new {side}(s) have no counts in the fitted {other}s' "
+                          "clusters and come back unassigned (label -1, probabilities 0)", AllZeroWarning,
+                          stacklevel=user_stacklevel())
+        return probabilities
 
     @property
     def n_biclusters_(self):
@@ -809,6 +874,17 @@ def _renumbered(labels):
     """``(labels, K)``: the non-negative labels renumbered 0..K-1 in their order, K the number of clusters used."""
     used, labels = np.unique(np.asarray(labels, dtype=np.int64), return_inverse=True)
     return labels.astype(np.int64), used.size
+
+
+def _other_side(side):
+    return "column" if side == "row" else "row"
+
+
+def _most_probable(probabilities):
+    """(n,) int64 argmax of each row of ``probabilities`` (n, K), -1 for a row of zeros."""
+    labels = np.argmax(probabilities, axis=1).astype(np.int64)
+    labels[probabilities.sum(axis=1) == 0] = -1
+    return labels
 
 
 def _cluster_masks(clusters, labels):

@@ -1,0 +1,130 @@
+"""New rows and columns of a fitted CDP: each classified among its side's clusters by the block model that decided
+the fitted items' clusters.
+
+An item of one side is read by its counts summed over the other side's clusters, ``x`` (L,), as the refinement
+reads it (:func:`conjoined.extract.refine_partition`, step 1), and cluster k's posterior probability is
+
+    p(k | x) ∝ w_k exp(log p(x | k) / dispersion)
+
+with ``w_k`` the cluster's share of the fitted items and ``log p(x | k)`` under the side's likelihood:
+
+- ``"poisson"`` (items of one depth): counts over cluster l are Poisson with rate ``rate[k, l] n_l`` (``n_l``
+  the other side's cluster sizes), ``rate`` the heavy block's density where block (k, l) is heavy (pooled by
+  empirical Bayes across the heavy blocks) and the shared background density elsewhere;
+- ``"multinomial"`` (items of any depth): the counts are multinomial over the L clusters with cluster k's
+  profile under the significance rule's model with its background levels (a deep document and a shallow one
+  of one topic read alike).
+
+``dispersion`` is the fitted items' over-dispersion within their clusters (Pearson's statistic over its degrees
+of freedom, pooled over both sides, 1 unless it exceeds them by five of its standard deviations; only on a side
+read by profile): real counts vary far beyond multinomial noise, and their full log-likelihood would make every
+probability 0 or 1. The posterior is a quasi-likelihood one: a count's evidence weighed at what the fitted
+items show it is worth.
+
+Everything the classifier needs is a few (K, L) arrays fitted once, with the model (:func:`side_classifiers`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .extract import (
+    _block_profiles,
+    _counts_over_clusters,
+    _heavy_of_partition,
+    _light_density,
+    _merge_dispersion,
+    _pooled_heavy_densities,
+    check_thresholds,
+)
+
+__all__ = ["SideClassifier", "side_classifiers", "cluster_probabilities"]
+
+
+class SideClassifier(NamedTuple):
+    """How an item of one side is classified, from its counts ``x`` (L,) over the other side's clusters:
+    ``log p(k | x) = (x @ log_rates[k] - exposure[k]) / dispersion + log_weights[k] + const``.
+
+    log_rates : ndarray, shape (K, L)
+        Poisson: the log density of block (k, l) per cell; multinomial: the log share of cluster k's counts in l.
+    exposure : ndarray, shape (K,)
+        Poisson: the expected total ``sum_l rate[k, l] n_l`` of an item of cluster k; multinomial: zeros.
+    log_weights : ndarray, shape (K,)
+        Log share of the fitted items in each cluster (-inf for a cluster without items).
+    dispersion : float >= 1
+    other_labels : ndarray of int64, shape (n_other,)
+        The other side's clusters (-1: set aside), over which a new item's counts are summed.
+    """
+
+    log_rates: np.ndarray
+    exposure: np.ndarray
+    log_weights: np.ndarray
+    dispersion: float
+    other_labels: np.ndarray
+
+
+def _log_weights(labels, n_clusters):
+    sizes = np.bincount(labels[labels >= 0], minlength=n_clusters).astype(np.float64)
+    with np.errstate(divide="ignore"):
+        return np.log(sizes / sizes.sum())
+
+
+def side_classifiers(X, row_labels, column_labels, *, z_min, min_size, likelihoods, n_clusters):
+    """The classifiers of new rows and of new columns under the block model of a fitted partition.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix of counts, shape (n_rows, n_cols)
+        The counts the partition was fitted to.
+    row_labels, column_labels : int64 arrays (n_rows,), (n_cols,)
+        The partition, -1 for items set aside; each side has at least one labelled item.
+    z_min, min_size : as for the significance rule (None: its defaults)
+    likelihoods : (row likelihood, column likelihood), each "poisson" or "multinomial"
+    n_clusters : (K_r, K_c), at least each side's largest label + 1 (clusters beyond it have no items)
+
+    Returns
+    -------
+    (SideClassifier of rows, SideClassifier of columns)
+    """
+    z_min, min_size = check_thresholds(z_min, min_size)
+    row_sets, column_sets, heavy, _, _, _, _, observed = _heavy_of_partition(X, row_labels, column_labels, z_min,
+                                                                             min_size)
+    sizes = (row_sets.sum(axis=1).astype(np.float64), column_sets.sum(axis=1).astype(np.float64))
+    cells = np.outer(*sizes)
+    rate = np.where(heavy, _pooled_heavy_densities(observed, cells, heavy), _light_density(observed, cells, heavy))
+    rate = np.maximum(rate, np.finfo(np.float64).tiny)
+    dispersion = _merge_dispersion(X, row_labels, column_labels, likelihoods)
+    classifiers = []
+    for axis, (labels, other_labels, likelihood) in enumerate(
+            ((row_labels, column_labels, likelihoods[0]), (column_labels, row_labels, likelihoods[1]))):
+        K = n_clusters[axis]
+        if likelihood == "multinomial":
+            log_rates = _block_profiles(X, row_labels, column_labels, z_min, min_size, axis)
+            exposure = np.zeros(log_rates.shape[0])
+        else:
+            own_rate = rate if axis == 0 else rate.T
+            log_rates, exposure = np.log(own_rate), own_rate @ sizes[1 - axis]
+        # clusters past the largest label have no items and no block row: never chosen
+        padded_rates = np.zeros((K, log_rates.shape[1]))
+        padded_rates[: log_rates.shape[0]] = log_rates
+        padded_exposure = np.zeros(K)
+        padded_exposure[: exposure.shape[0]] = exposure
+        classifiers.append(SideClassifier(padded_rates, padded_exposure, _log_weights(labels, K), float(dispersion),
+                                          np.asarray(other_labels, np.int64).copy()))
+    return tuple(classifiers)
+
+
+def cluster_probabilities(classifier, items):
+    """(n, K) posterior probability of each cluster for items ``items`` (n, n_other) of counts over the other
+    side's items (dense or scipy.sparse); an item without counts over the other side's labelled items gets a
+    row of zeros (nothing to classify it by: such items are set aside in a fit too)."""
+    n_clusters_other = classifier.log_rates.shape[1]
+    aggregated = _counts_over_clusters(items, classifier.other_labels, n_clusters_other)
+    log_joint = ((aggregated @ classifier.log_rates.T - classifier.exposure[None, :]) / classifier.dispersion
+                 + classifier.log_weights[None, :])
+    probabilities = np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
+    probabilities[aggregated.sum(axis=1) == 0] = 0.0
+    return probabilities

@@ -1,0 +1,125 @@
+"""New rows and columns classified by a fitted CDP (conjoined.predict)."""
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import NotFittedError
+
+from conjoined import CDP
+from conjoined.cdp import AllZeroWarning
+from conjoined.datasets import make_cdp_case
+from conjoined.predict import cluster_probabilities, side_classifiers
+
+
+def _two_by_two():
+    """6 x 6 counts: rows 0-1 x columns 0-1 at 20 a cell, every other cell 2."""
+    X = np.full((6, 6), 2.0)
+    X[:2, :2] = 20.0
+    labels = np.array([0, 0, 1, 1, 1, 1])
+    return sp.csr_matrix(X), labels
+
+
+def test_a_new_rows_probability_is_the_block_models_posterior_by_hand():
+    X, labels = _two_by_two()
+    rows, columns = side_classifiers(X, labels, labels, z_min=None, min_size=None,
+                                     likelihoods=("poisson", "poisson"), n_clusters=(2, 2))
+    # one heavy block (its own density 20, nothing to pool with), the background 64 counts over 32 cells = 2:
+    # cluster 0 expects 20 a cell in column cluster 0 (2 columns) and 2 in column cluster 1 (4 columns), so 48 in
+    # all; cluster 1 expects 12. A row with 16 counts in column cluster 0 and 7 in the other:
+    new = np.array([[9.0, 7.0, 3.0, 0.0, 4.0, 0.0]])
+    log_odds = (16 * np.log(20) - 48 + np.log(2 / 6)) - (16 * np.log(2) - 12 + np.log(4 / 6))
+    expected = 1 / (1 + np.exp(-log_odds))
+    np.testing.assert_allclose(cluster_probabilities(rows, new), [[expected, 1 - expected]], rtol=1e-12)
+    assert 0.5 < expected < 0.6  # a borderline row: the test reads a probability, not a certainty
+    # the columns' classifier is the same model transposed
+    np.testing.assert_allclose(cluster_probabilities(columns, new), [[expected, 1 - expected]], rtol=1e-12)
+
+
+def test_fitted_items_are_classified_as_the_fit_classified_them():
+    X, _, _ = make_cdp_case(2, random_state=3, shuffle=True)
+    model = CDP(random_state=0).fit(X)
+    np.testing.assert_array_equal(model.predict_rows(X), model.block_row_labels_)
+    np.testing.assert_array_equal(model.predict_columns(X), model.block_column_labels_)
+    probabilities = model.predict_row_proba(X)
+    assert probabilities.shape == (X.shape[0], model.n_row_clusters_)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("case, seed", [(2, 1), (4, 0)])
+def test_new_items_of_a_fresh_draw_go_to_their_true_blocks(case, seed):
+    """A fresh draw of the same case, unshuffled, has the same rows and columns in the same blocks: each new
+    row and column must land in the cluster that holds the fitted items of its true block."""
+    X, rows, columns = make_cdp_case(case, random_state=seed)
+    new, _, _ = make_cdp_case(case, random_state=seed + 1)
+    model = CDP(random_state=0).fit(X)
+    for truth, fitted, predicted in ((rows, model.block_row_labels_, model.predict_rows(new)),
+                                     (columns, model.block_column_labels_, model.predict_columns(new))):
+        for block in truth:  # the fitted items of a block are one cluster; the new ones join it
+            assert len(set(fitted[block])) == 1
+            assert set(predicted[block]) == set(fitted[block])
+
+
+def test_a_column_read_by_profile_is_classified_whatever_its_depth():
+    X, _, _ = make_cdp_case(3, random_state=0, shuffle=True)
+    model = CDP(random_state=0, column_likelihood="multinomial").fit(X)
+    labels = model.predict_columns(X)
+    np.testing.assert_array_equal(labels, model.block_column_labels_)
+    np.testing.assert_array_equal(model.predict_columns(3 * X), labels)
+    # read with the Poisson likelihood, a column three times as deep is another column
+    poisson = CDP(random_state=0).fit(X)
+    assert not np.array_equal(poisson.predict_columns(3 * X), poisson.block_column_labels_)
+
+
+def test_sparse_dense_pickled_and_one_item_at_a_time_agree():
+    X, _, _ = make_cdp_case(3, random_state=0, shuffle=True)
+    model = CDP(random_state=0).fit(X)
+    dense = model.predict_column_proba(X)
+    np.testing.assert_allclose(model.predict_column_proba(sp.csc_matrix(X)), dense, rtol=1e-12)
+    np.testing.assert_allclose(model.predict_column_proba(X[:, [7]]), dense[[7]], rtol=1e-12)
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(model)).predict_column_proba(X), dense, rtol=1e-12)
+
+
+def test_new_items_without_counts_come_back_unassigned():
+    X, _, _ = make_cdp_case(3, random_state=0)
+    model = CDP(random_state=0).fit(X)
+    new = X[:3].copy()
+    new[1] = 0
+    with pytest.warns(AllZeroWarning, match="1 new row") as record:
+        labels = model.predict_rows(new)
+    assert record[0].filename == __file__
+    assert labels[1] == -1 and (labels[[0, 2]] >= 0).all()
+    with pytest.warns(AllZeroWarning):
+        np.testing.assert_array_equal(model.predict_row_proba(new)[1], 0.0)
+
+
+def test_bad_new_items_are_named():
+    X, _, _ = make_cdp_case(3, random_state=0)
+    with pytest.raises(NotFittedError):
+        CDP().predict_rows(X)
+    model = CDP(random_state=0).fit(X)
+    with pytest.raises(ValueError, match=r"X has 49 rows, but the model was fitted on 50 rows: predict_columns "
+                                         r"takes new columns over the fitted rows, shape \(n_rows, n_new\)"):
+        model.predict_columns(X[:49])
+    with pytest.raises(ValueError, match="50 features"):  # scikit-learn's message for the fitted columns
+        model.predict_rows(X[:, :49])
+    negative = X[:2].copy()
+    negative[0, 0] = -1
+    with pytest.raises(ValueError, match="negative"):
+        model.predict_rows(negative)
+    with pytest.raises(ValueError, match="integer"):
+        model.predict_rows(X[:2] + 0.5)
+    model.row_classifier_ = None  # as a model pickled by a version that kept no classifier
+    with pytest.raises(AttributeError, match="fit it again"):
+        model.predict_rows(X)
+
+
+def test_new_rows_with_other_column_names_are_refused():
+    X, _, _ = make_cdp_case(3, random_state=0)
+    frame = pd.DataFrame(X, columns=[f"doc{j}" for j in range(50)])
+    model = CDP(random_state=0).fit(frame)
+    np.testing.assert_array_equal(model.predict_rows(frame), model.block_row_labels_)
+    with pytest.raises(ValueError, match="feature names"):
+        model.predict_rows(frame.rename(columns={"doc0": "other"}))
