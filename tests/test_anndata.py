@@ -276,6 +276,37 @@ def test_bad_options_are_refused_before_writing(planted, tmp_path, options, mess
     adata.write_h5ad(tmp_path / "a.h5ad")
 
 
+@pytest.mark.parametrize("sparse", [True, False])
+def test_a_backed_anndata_is_read_into_memory(planted, tmp_path, sparse):
+    adata, _, _, _ = planted
+    if not sparse:
+        adata.X = adata.X.toarray()
+    adata.write_h5ad(tmp_path / "a.h5ad")
+    reference = cdp(adata, copy=True, **PARAMS)
+    backed = anndata.read_h5ad(tmp_path / "a.h5ad", backed="r")
+    copied = cdp(backed, copy=True, **PARAMS)
+    assert not copied.isbacked and "cdp_cluster" not in backed.obs
+    _assert_same_results(reference, copied)
+    assert cdp(backed, **PARAMS) is None
+    _assert_same_results(reference, backed)
+
+
+def test_a_run_without_a_seed_records_the_one_it_drew(planted):
+    adata, _, _, _ = planted
+    cdp(adata, n_iter=30)
+    seed = adata.uns["cdp"]["params"]["random_state"]
+    assert isinstance(seed, int)
+    again = cdp(adata, copy=True, n_iter=30, random_state=seed)
+    _assert_same_results(adata, again)
+
+
+def test_an_unknown_parameter_is_named_with_the_call(planted):
+    adata, _, _, _ = planted
+    with pytest.raises(TypeError, match=r"conjoined\.anndata\.cdp\(\) got 'n_iters', not a parameter of "
+                                        r"conjoined\.CDP \(its parameters: a_c, a_r, "):
+        cdp(adata, n_iters=30)
+
+
 def test_too_few_cells_are_named_as_cells(planted):
     adata, _, _, _ = planted
     with pytest.raises(ValueError, match=r"1 of 1 cell\(s\) \(obs\) and \d+ of 16 gene\(s\) \(var\).*at least 2"):

@@ -338,6 +338,28 @@ def test_bad_input_is_named(X, params, message, monkeypatch):
         CDP(**params).fit(X)
 
 
+def test_non_integer_values_are_named_with_their_value_and_rounding_errors_with_the_way_out():
+    X, _, _ = make_cdp_case(3, random_state=0)
+    halves = X.astype(np.float64)
+    halves[0, 1] = 1.5
+    with pytest.raises(ValueError, match=r"first at \(row, col\) = \(0, 1\): 1\.5; counts must be whole numbers$"):
+        CDP().fit(halves)
+    noisy = X.astype(np.float64)
+    noisy[2, 9] += 1e-9
+    with pytest.raises(ValueError, match=r"\(2, 9\): .*within 1e-06 of a whole number: counts with rounding "
+                                         r"errors\? np\.rint\(X\) rounds them"):
+        CDP().fit(sp.csr_matrix(noisy))
+
+
+def test_get_submatrix_checks_the_shape():
+    X, _, _ = make_cdp_case(3, random_state=0)
+    model = CDP(random_state=0).fit(X)
+    rows, columns = model.get_indices(0)
+    np.testing.assert_array_equal(model.get_submatrix(0, X.tolist()), X[np.ix_(rows, columns)])
+    with pytest.raises(ValueError, match=r"data has shape \(100, 100\); the model was fitted on \(50, 50\)"):
+        model.get_submatrix(0, np.zeros((100, 100)))
+
+
 def test_text_is_refused_not_read_as_numbers():
     with pytest.raises(TypeError, match="text"):
         CDP().fit([["1", "2"], ["3", "4"]])

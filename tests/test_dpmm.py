@@ -520,10 +520,27 @@ def test_log_dirichlet_is_finite_for_tiny_concentrations():
     # entries -1 and 2 stored at (0, 0): refused as CDP refuses them, whatever their sum
     (sp.coo_matrix(([-1.0, 2.0, 3.0, 4.0], ([0, 0, 1, 2], [0, 0, 1, 0])), shape=(3, 2)), {},
      r"negative values .* \(0, 0\)"),
+    # sums beyond 2**53 are no longer exact (2**60 in one cell was a ZeroDivisionError)
+    (np.array([[2.0**60, 1.0], [3.0, 4.0]]), {}, r"X holds 1,152,921,504,606,846,976 counts in total; the count "
+                                               r"priors keep their sums exact up to 9,007,199,254,740,992\."),
+    (np.array([[2.0**50, 0.5], [3.0, 4.0]]), {"prior": conjoined.PoissonGamma()},
+     r"exact up to 8,796,093,022,208 for counts on the 1/1024 grid"),
 ])
 def test_bad_input_is_named(X, params, message):
     with pytest.raises(ValueError, match=message):
         conjoined.DPMM(**params).fit(X)
+
+
+def test_counts_with_rounding_errors_are_read_as_continuous_with_a_warning():
+    counts = np.random.default_rng(0).poisson(3.0, size=(30, 4)).astype(np.float64)
+    noisy = counts.copy()
+    noisy[3, 1] += 1e-12  # as a sum of fractions can leave it
+    with pytest.warns(UserWarning, match=r"read as continuous data .* within 1e-06 of a whole number.* np\.rint"):
+        model = conjoined.DPMM(n_iter=3, random_state=0).fit(noisy)
+    assert isinstance(model.prior_, conjoined.NormalInverseWishart)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert isinstance(conjoined.DPMM(n_iter=3, random_state=0).fit(np.rint(noisy)).prior_, conjoined.Multinomial)
 
 
 @pytest.mark.parametrize("prior", [conjoined.PoissonGamma(), conjoined.Multinomial()])

@@ -12,6 +12,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import validate_data
 
+# Beyond this, float64 sums no longer hold every integer: the most counts a matrix may hold in total.
+MAX_EXACT_TOTAL = 2**53
+# How far from whole numbers values may be and still be taken for counts with rounding errors (in messages only).
+NEAR_WHOLE = 1e-6
+
 
 def _describe_position(X, mask_fn):
     """(row, col) of the first entry where ``mask_fn(values)`` holds, for error messages."""
@@ -117,9 +122,19 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
         if np.any(values != np.round(values)):
             pos = _describe_position(out, lambda v: v != np.round(v))
             raise ValueError(
-                f"{name} contains non-integer values, first at (row, col) = {pos}; counts must be whole numbers"
+                f"{name} contains non-integer values, first at (row, col) = {pos}: {float(out[pos])!r}; counts must "
+                f"be whole numbers{rounding_hint(values, name)}"
             )
     return out
+
+
+def rounding_hint(values, name):
+    """For values within ``NEAR_WHOLE`` of whole numbers: that they are counts with rounding errors, and the way
+    out; otherwise nothing."""
+    if np.all(np.abs(values - np.round(values)) <= NEAR_WHOLE):
+        return (f" (every value of {name} is within {NEAR_WHOLE:g} of a whole number: counts with rounding errors? "
+                f"np.rint({name}) rounds them)")
+    return ""
 
 
 def check_non_negative(X, name="X"):

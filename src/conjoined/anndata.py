@@ -21,6 +21,7 @@ from .cdp import (
     bicluster_members,
     pair_cluster_masks,
 )
+from .dpmm.estimator import fresh_seed
 
 __all__ = ["cdp", "fitted_view", "SINGLE_CELL_DEFAULTS"]
 
@@ -61,6 +62,16 @@ def _counts_source(adata, layer, use_raw):
         available = ", ".join(repr(name) for name in adata.layers) or "none"
         raise ValueError(f"adata has no layer {layer!r}; layers: {available}")
     return adata.layers[layer], f"adata.layers[{layer!r}]"
+
+
+def _in_memory(matrix):
+    """A backed AnnData's matrix read into memory (anndata's sparse dataset, an h5py dataset); others as they
+    are. CDP needs every count at once."""
+    if hasattr(matrix, "to_memory"):
+        return matrix.to_memory()
+    if type(matrix).__module__.startswith("h5py"):
+        return matrix[()]
+    return matrix
 
 
 def _check_counts(matrix, where, adata):
@@ -138,7 +149,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     Parameters
     ----------
     adata : anndata.AnnData, shape (n_cells, n_genes)
-        The chosen matrix must hold raw counts (non-negative integers), dense or sparse.
+        The chosen matrix must hold raw counts (non-negative integers), dense or sparse; a backed AnnData's is
+        read into memory (CDP needs every count at once), and ``copy=True`` returns an AnnData in memory.
     layer : str, optional
         ``adata.layers[layer]`` instead of ``adata.X``.
     key_added : str, default="cdp"
@@ -178,7 +190,9 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
           ``"b"`` -> array of names, highest membership first), ``theta`` (K_r, K_c), ``gene_k_posterior`` and
           ``cell_k_posterior`` (``K``, ``probability`` arrays), ``gene_k_trace`` and ``cell_k_trace`` (K at
           each iteration of the last mixture run of each side), and ``params`` (the estimator's parameters,
-          those left at None omitted, plus ``layer`` / ``use_raw``).
+          those left at None omitted, plus ``layer`` / ``use_raw``). Without ``random_state`` (and without
+          ``checkpoint``) a seed is drawn at random and recorded there, so that the run can be repeated; a
+          Generator or RandomState is recorded by its repr only.
 
         Everything round-trips through ``write_h5ad`` / ``read_h5ad``.
 
@@ -198,6 +212,7 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     copy = check_bool(copy, "copy")
     use_raw = False if use_raw is None else check_bool(use_raw, "use_raw")
     matrix, where = _counts_source(adata, layer, use_raw)
+    matrix = _in_memory(matrix)
     _check_counts(matrix, where, adata)
     zero_cells, zero_genes = _check_size(matrix, where)
     if zero_cells or zero_genes:
@@ -206,11 +221,18 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
             f"{key_added}_cluster is missing", AllZeroWarning, stacklevel=user_stacklevel(),
         )
     # said above and below in genes and cells, not rows and columns
+    unknown = sorted(set(params) - set(ConjoinedDirichletProcess().get_params()))
+    if unknown:
+        raise TypeError(f"conjoined.anndata.cdp() got {', '.join(map(repr, unknown))}, not a parameter of "
+                        f"conjoined.CDP (its parameters: {', '.join(ConjoinedDirichletProcess().get_params())})")
+    if params.get("random_state") is None and params.get("checkpoint") is None:
+        params["random_state"] = fresh_seed()  # recorded in uns, so that the run can be repeated
     model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params})._fit(_genes_by_cells(matrix),
                                                                                  all_zero_said=True)
     model._warn_unsettled(side_names=("gene", "cell"))
 
-    adata = adata.copy() if copy else adata
+    if copy:  # a backed AnnData copies into memory, not into another file
+        adata = adata.to_memory() if adata.isbacked else adata.copy()
     gene_names = np.asarray(adata.var_names, dtype=str)
     cell_names = np.asarray(adata.obs_names, dtype=str)
     adata.obs[f"{key_added}_cluster"] = _categorical(model.block_column_labels_, model.n_column_clusters_, pandas)

@@ -494,7 +494,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         of ``block_row_labels_`` and ``block_column_labels_``: the token reassignment starts from the
         partitions the biclusters are read from, so a bicluster's members have their tokens in its topics.
     phi_rows_ : (n_rows, K_r), phi_columns_ : (n_cols, K_c), each topic's distribution over rows/columns.
-    row_membership_ : (n_rows, K_r) share of each row's tokens in each row topic; column_membership_ likewise.
+    row_membership_ : (n_rows, K_r) share of each row's tokens in each row topic (all zeros for a row set aside);
+        column_membership_ likewise.
     block_row_labels_, block_column_labels_ : the partitions the significance rule worked on (the refined
         ones with ``refine=True``, otherwise ``row_labels_``, ``column_labels_``), clusters 0..K_r-1 (0..K_c-1),
         each with members; refined clusters keep the order of the mixture's clusters they came from.
@@ -819,12 +820,11 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                                  "kept no classifier of new items: fit it again to classify new rows or columns")
         n_rows, n_cols = len(self.row_labels_), len(self.column_labels_)
         other = _other_side(side)
+        items = check_matrix(X, name="X", counts=True)
         if side == "row":
             record_features(self, X, reset=False)
-            items = check_matrix(X, name="X", counts=True)
             expected, given, shape = n_cols, items.shape[1], "(n_new, n_cols)"
         else:
-            items = check_matrix(X, name="X", counts=True)
             expected, given, shape = n_rows, items.shape[0], "(n_rows, n_new)"
             items = items.T
         if given != expected:
@@ -837,6 +837,16 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                           "clusters and come back unassigned (label -1, probabilities 0)", AllZeroWarning,
                           stacklevel=user_stacklevel())
         return probabilities
+
+    def get_submatrix(self, i, data):
+        """The submatrix of ``data`` (n_rows, n_cols), the fitted shape, over bicluster ``i``'s rows and
+        columns (scikit-learn's, with the shape checked)."""
+        check_is_fitted(self, "rows_")
+        shape = (self.rows_.shape[1], self.columns_.shape[1])
+        given = data.shape if sp.issparse(data) else np.shape(data)
+        if tuple(given) != shape:
+            raise ValueError(f"data has shape {tuple(given)}; the model was fitted on {shape}")
+        return super().get_submatrix(i, data)
 
     @property
     def n_biclusters_(self):

@@ -83,7 +83,7 @@ from .cdp import (
     pair_cluster_masks,
 )
 from .datasets import CDP_CASES, make_cdp_case
-from .dpmm.estimator import BACKENDS
+from .dpmm.estimator import BACKENDS, fresh_seed
 from .extract import BACKGROUNDS, DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
 from .io import (
     atomic_output_dir,
@@ -442,11 +442,6 @@ def _read_input(args):
     return X, row_names, column_names, matrix
 
 
-def _fresh_seed():
-    """A random seed to record, so that a run without --seed can be repeated."""
-    return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-
-
 def _in_flags(message, flags):
     """``message`` with the estimator's parameter name that begins it (its subject) replaced by the option that
     sets it; "None or" goes from what the option must be (None is the option left out, not a value to type)."""
@@ -468,7 +463,7 @@ def _estimator_from_args(args):
         raise UserError(f"--address {given['address']} is a Dask scheduler address: it needs --backend dask")
     if given.get("random_state", 0) < 0:
         raise UserError(f"--seed must be >= 0, got {given['random_state']}")
-    given.setdefault("random_state", _fresh_seed())
+    given.setdefault("random_state", fresh_seed())
     model = ConjoinedDirichletProcess(verbose=not args.quiet, **given)
     try:
         model._check_params()
@@ -796,7 +791,7 @@ def _run_simulate(args, argv):
             raise UserError(f"{path} already exists; choose another name or use --force")
     if not output.absolute().parent.is_dir():
         raise UserError(f"{output.parent}: no such directory")
-    seed = _fresh_seed() if args.seed is None else args.seed
+    seed = fresh_seed() if args.seed is None else args.seed
     X, rows, columns = make_cdp_case(args.case, random_state=seed, shuffle=args.shuffle)
     row_names = np.array([f"row{i}" for i in range(X.shape[0])])
     column_names = np.array([f"col{j}" for j in range(X.shape[1])])

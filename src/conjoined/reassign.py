@@ -61,7 +61,7 @@ from numba import njit
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
 
-from ._validation import check_int, check_matrix, check_positive
+from ._validation import MAX_EXACT_TOTAL, check_int, check_matrix, check_positive
 
 __all__ = ["TokenCounts", "check_token_total", "collapsed_log_probability", "reassign_tokens"]
 
@@ -69,7 +69,7 @@ _METHODS = ("gibbs", "paper-code")
 _INITS = ("labels", "random")
 
 BYTES_PER_TOKEN = 4  # an int32 pair id (module docstring)
-MAX_TOKENS = 2**53  # beyond this, float64 counts no longer hold every integer
+MAX_TOKENS = MAX_EXACT_TOTAL
 
 
 def _physical_memory():
@@ -86,7 +86,8 @@ def check_token_total(total):
     total = float(total)
     hint = " Counts this large are usually not raw counts (scaled or normalised data?)"
     if total > MAX_TOKENS:
-        raise ValueError(f"X holds {total:.4g} counts in total; at most {MAX_TOKENS:.4g} are supported.{hint}")
+        raise ValueError(f"X holds {total:,.0f} counts in total; at most 2**53 = {MAX_TOKENS:,} are "
+                         f"supported.{hint}")
     memory = _physical_memory()
     if memory is not None and total * BYTES_PER_TOKEN > memory:
         raise ValueError(

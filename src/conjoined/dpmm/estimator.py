@@ -45,6 +45,11 @@ from .sams import sams_move
 POINT_MOVES = 16
 
 
+def fresh_seed():
+    """A random int seed, for a run without one that must record the seed it used, so that it can be repeated."""
+    return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+
+
 def seed_sequence(random_state):
     """A ``numpy.random.SeedSequence`` from None, an int, a SeedSequence, a RandomState or a Generator.
 
@@ -227,12 +232,15 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         chain that has not settled gets a ``ChainNotSettledWarning`` from ``fit``: its result may change with more
         iterations. Settled means no drift was seen at the end, not that the chain has visited every mode.
     n_clusters_trace_ : (n_iter,) int, K after each iteration.
-    log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration (with a sampled scale: given
-        that iteration's s, without its prior).
+    log_posterior_trace_ : (n_iter,) float, log p(labels, X) after each iteration, up to a constant of the data
+        (terms that do not depend on the labels are left out: compare values within one fit, not across data
+        sets; with a sampled scale: given that iteration's s, without its prior).
     n_splits_trace_, n_merges_trace_ : (n_iter,) int, accepted moves per iteration.
     time_trace_ : (n_iter,) seconds spent in each iteration.
     prior_ : the prior used, with data-based defaults filled in (a sampled scale: its draw at
-        ``labels_iteration_``).
+        ``labels_iteration_``). ``NormalGamma``'s hold in standardised units (each feature centred at its mean
+        and divided by its standard deviation, as the prior reads the data); ``NormalInverseWishart``'s in the
+        data's.
     psi_scale_trace_ : (n_iter,) float or None, the Normal-inverse-Wishart scale s (``psi = s I``) after each
         iteration when it is sampled (``NormalInverseWishart(psi="sample")``), else None.
     n_features_in_ : int.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -23,7 +24,8 @@ import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 from scipy.special import gammaincc, gammainccinv, gammaln
 
-from .._validation import check_non_negative, check_positive
+from .._stack import user_stacklevel
+from .._validation import MAX_EXACT_TOTAL, check_non_negative, check_positive, rounding_hint
 from . import kernels
 
 # Largest |X| the Gaussian kernels take: they compute in float32, and X - mean must not overflow.
@@ -154,6 +156,15 @@ class CountPrior(SparseKernelPrior):
                 f"{type(self).__name__} prior needs counts: integers, or fractions that are multiples of "
                 f"1/{COUNT_GRID} (their sums are exact in any order); X has other non-integer values "
                 f"(np.round(X * {COUNT_GRID}) / {COUNT_GRID} puts them on that grid)"
+            )
+        whole = np.all(values == np.round(values))
+        limit = MAX_EXACT_TOTAL if whole else MAX_EXACT_TOTAL // COUNT_GRID
+        total = float(values.sum())
+        if total > limit:
+            raise ValueError(
+                f"X holds {total:,.0f} counts in total; the count priors keep their sums exact up to {limit:,}"
+                f"{'' if whole else f' for counts on the 1/{COUNT_GRID} grid'}. Counts this large are usually not "
+                "raw counts (scaled or normalised data?)"
             )
 
     def fitted(self, X):
@@ -903,6 +914,10 @@ def default_prior(X):
     values = X.data if sp.issparse(X) else X
     if np.all(values >= 0) and np.all(values == np.round(values)):
         return Multinomial() if X.shape[1] > 1 else PoissonGamma()
+    hint = rounding_hint(values, "X") if np.all(values >= 0) else ""
+    if hint:
+        warnings.warn(f"X is read as continuous data (a Gaussian prior), not as counts{hint}", UserWarning,
+                      stacklevel=user_stacklevel())
     if sp.issparse(X):
         raise ValueError(
             "sparse X with negative or non-integer values: count priors need non-negative integers and the "
