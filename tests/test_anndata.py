@@ -52,6 +52,11 @@ def test_results_match_the_estimator(planted):
     np.testing.assert_array_equal(adata.varm["cdp_membership"], model.row_membership_)
     np.testing.assert_array_equal(adata.obsm["cdp_biclusters"], model.columns_.T)
     np.testing.assert_array_equal(adata.varm["cdp_biclusters"], model.rows_.T)
+    for probability, proba, labels in ((adata.obs["cdp_probability"], model.predict_column_proba(X),
+                                        model.block_column_labels_),
+                                       (adata.var["cdp_probability"], model.predict_row_proba(X),
+                                        model.block_row_labels_)):
+        np.testing.assert_allclose(probability, proba[np.arange(len(labels)), labels])
 
     stored = adata.uns["cdp"]
     table = stored["biclusters"]
@@ -222,11 +227,12 @@ def test_set_aside_cells_are_missing_and_survive_h5ad(planted, tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cdp(adata, **PARAMS)
-    said = [w for w in caught if "all-zero" in str(w.message)]
+    said = [w for w in caught if "all-zero" in str(w.message) or "set aside" in str(w.message)]
     assert [str(w.message) for w in said] == [
         "0 all-zero gene(s) and 1 all-zero cell(s) in adata.X are set aside: their cdp_cluster is missing"]
     assert said[0].filename == __file__  # pointed at the caller's line
     assert adata.obs["cdp_cluster"].isna().tolist() == [j == 3 for j in range(12)]
+    assert adata.obs["cdp_probability"].isna().tolist() == [j == 3 for j in range(12)]
     adata.write_h5ad(tmp_path / "a.h5ad")
     back = anndata.read_h5ad(tmp_path / "a.h5ad")
     assert back.obs["cdp_cluster"].isna().tolist() == [j == 3 for j in range(12)]

@@ -23,7 +23,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from conjoined import cli
+from conjoined import CDP, cli
 from conjoined.cli import PICTURE_DPI, PICTURES, main
 from conjoined.datasets import make_biclusters_counts, make_cdp_case
 
@@ -217,14 +217,21 @@ def test_reference_fit_outputs(reference, planted):
 
     memberships = pd.read_csv(reference / "row_membership.csv", index_col=0)
     assert memberships.index.tolist() == genes.tolist()
-    assert memberships.columns[-1] == "label"
-    assert memberships.shape[1] == found["n_row_clusters"] + 1
-    np.testing.assert_allclose(memberships.iloc[:, :-1].sum(axis=1), 1.0)
+    assert memberships.columns[-2:].tolist() == ["label", "label_probability"]
+    assert memberships.shape[1] == found["n_row_clusters"] + 2
+    np.testing.assert_allclose(memberships.iloc[:, :-2].sum(axis=1), 1.0)
     listed = memberships.loc[genes[strongest["row_indices"]], f"k{k}"]
     assert listed.tolist() == pytest.approx(strongest["row_membership"])
     column_memberships = pd.read_csv(reference / "column_membership.csv", index_col=0)
     assert column_memberships.index.tolist() == cells.tolist()
-    assert column_memberships.shape[1] == found["n_column_clusters"] + 1
+    assert column_memberships.shape[1] == found["n_column_clusters"] + 2
+    # each label's probability under the block model, as predict_*_proba gives it for the fitted matrix
+    model = CDP(n_iter=30, random_state=0).fit(X)
+    for table, probabilities, labels in ((memberships, model.predict_row_proba(X), model.block_row_labels_),
+                                         (column_memberships, model.predict_column_proba(X),
+                                          model.block_column_labels_)):
+        np.testing.assert_array_equal(table["label"], labels)
+        np.testing.assert_allclose(table["label_probability"], probabilities[np.arange(len(labels)), labels])
     theta = pd.read_csv(reference / "theta.csv", index_col=0)
     assert theta.shape == (found["n_row_clusters"], found["n_column_clusters"])
     assert theta.to_numpy().sum() == pytest.approx(1.0)
@@ -486,6 +493,20 @@ def test_usage_error_exits_2(capsys):
 
 
 # ------------------------------------------------------------------------------------------- OUTDIR
+
+
+def test_an_outdir_through_itself_is_the_folder_itself(reference, tmp_path, capsys, monkeypatch):
+    """``fit/../fit`` is ``fit``: with --force the earlier fit was moved aside, and the path through it was lost
+    (the results stayed in hidden folders); without, the folder made as a parent passed for one that appeared."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["fit", reference / "matrix.npz", *FAST, "--no-plots"]
+    for outdir, more in (("fit", []), ("fit/../fit", ["--force"]), ("new/../new", [])):
+        status, out, err = _run([*argv, "-o", outdir, *more], capsys)
+        assert status == 0, err
+        assert f"Results in {outdir}/" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit", "new"]
+    for name in ("fit", "new"):
+        assert sorted(p.name for p in (tmp_path / name).iterdir()) == sorted(FIT_FILES)
 
 
 def test_existing_outdir_is_refused_and_untouched_then_replaced_with_force(reference, tmp_path, capsys):

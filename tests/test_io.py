@@ -3,7 +3,6 @@ import gzip
 import json
 import os
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -184,12 +183,17 @@ def test_table_without_row_names(tmp_path, counts):
 
 @pytest.mark.parametrize("text, message", [
     ("name,a,b\nx,1,2\ny,3,oops\n", "column 'b' is not numeric"),
-    ("", "cannot parse"),
+    ("", "the file is empty"),
+    (b"\x7fELF\x02\x01\x01\x00\xff\xfe\x00", r"not a text table \(it holds bytes that are not UTF-8 text: a binary "
+                                           r"file\?\)"),
     ("name,a,b\nx,1,2\ny,3\n", r"a missing value .*, first at \(row, col\) = \(1, 1\): row 'y', column 'b'"),
     ("a,b\n1,2\n,4\n", r"a missing value .*, first at \(row, col\) = \(1, 0\): column 'a'"),
 ])
 def test_table_errors(tmp_path, text, message):
-    (tmp_path / "bad.csv").write_text(text)
+    if isinstance(text, bytes):
+        (tmp_path / "bad.csv").write_bytes(text)
+    else:
+        (tmp_path / "bad.csv").write_text(text)
     with pytest.raises(ValueError, match=rf"bad\.csv: {message}"):
         read_matrix(tmp_path / "bad.csv")
 
@@ -250,6 +254,10 @@ def test_names_of_wrong_length(tmp_path, counts):
         read_matrix(tmp_path / "m.npz", row_names=genes[:3])
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         read_matrix(tmp_path / "m.npz", column_names=tmp_path / "nope.txt")
+    # a blank line would be a row named "" (read back as a missing value); trailing blank lines are no names
+    (tmp_path / "rows.txt").write_text("g0\ng1\n\ng3\ng4\n\n")
+    with pytest.raises(ValueError, match=r"rows\.txt: line 3 holds no name: every line must name its item"):
+        read_matrix(tmp_path / "m.npz", row_names=tmp_path / "rows.txt")
 
 
 @pytest.mark.parametrize(
@@ -320,7 +328,9 @@ def test_10x_folder_gz(tmp_path, counts):
         "".join(f"ENSG{i:05d}\t{s}\tGene Expression\n" for i, s in enumerate(symbols)),
     )
     _write_gz(folder / "barcodes.tsv.gz", "".join(f"{c}\n" for c in cells))
-    result = read_matrix(folder)
+    with pytest.warns(UserWarning, match=r"features\.tsv\.gz: 1 repeated name\(s\) made unique by a suffix -1, "
+                                         r"-2, \.\.\. in the results \(the second 'A' is 'A-1'\)"):
+        result = read_matrix(folder)
     assert result.source_format == "10x"
     assert sp.isspmatrix_csr(result.X) and result.X.shape == (5, 4)
     np.testing.assert_array_equal(result.X.toarray(), X)
@@ -386,7 +396,13 @@ def test_table_names_are_read_as_written(tmp_path):
     np.testing.assert_array_equal(result.X, values)
     assert result.row_names.tolist() == rows and result.column_names.tolist() == columns
     write_table_csv(tmp_path / "d.csv", values, ["a", "a", "b", "a"], ["x", "x"])
-    result = read_matrix(tmp_path / "d.csv")
+    with pytest.warns(UserWarning) as record:
+        result = read_matrix(tmp_path / "d.csv")
+    assert [str(w.message) for w in record] == [
+        f"{tmp_path / 'd.csv'}, row names: 2 repeated name(s) made unique by a suffix -1, -2, ... in the results "
+        "(the second 'a' is 'a-1')",
+        f"{tmp_path / 'd.csv'}, column names: 1 repeated name(s) made unique by a suffix -1, -2, ... in the "
+        "results (the second 'x' is 'x-1')"]
     assert result.row_names.tolist() == ["a", "a-1", "b", "a-2"] and result.column_names.tolist() == ["x", "x-1"]
 
 
@@ -459,8 +475,7 @@ def test_h5ad_repeated_names_are_made_unique(tmp_path, counts):
     with pytest.warns(UserWarning, match="names are not unique"):  # anndata's
         anndata.AnnData(X=X.T.astype(np.float64), obs=pd.DataFrame(index=["c", "c", "d", "c"]),
                         var=pd.DataFrame(index=["g", "h", "g", "g", "k"])).write_h5ad(tmp_path / "dup.h5ad")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # nor does anndata's warning ask the reader to do it
+    with pytest.warns(UserWarning, match=r"dup\.h5ad, gene names \(var_names\): 2 repeated name\(s\)"):
         result = read_matrix(tmp_path / "dup.h5ad")
     assert result.row_names.tolist() == ["g", "h", "g-1", "g-2", "k"]
     assert result.column_names.tolist() == ["c", "c-1", "d", "c-2"]

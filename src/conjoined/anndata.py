@@ -180,6 +180,9 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
           ``holdout`` those without counts to fit on), in the partitions the biclusters are read from, whose
           clusters are the topics (CDP's ``block_column_labels_`` / ``block_row_labels_``: the mixtures'
           partitions refined).
+        - ``obs[f"{key}_probability"]``, ``var[f"{key}_probability"]``: the posterior probability of each cell's /
+          gene's cluster under the block model that decided it (CDP's ``predict_column_proba`` /
+          ``predict_row_proba`` of the fitted matrix; NaN for those set aside).
         - ``obsm[f"{key}_membership"]`` (n_cells, K_c), ``varm[f"{key}_membership"]`` (n_genes, K_r): share of
           each cell's / gene's tokens in each topic.
         - ``obsm[f"{key}_biclusters"]`` (n_cells, B), ``varm[f"{key}_biclusters"]`` (n_genes, B): bool, member
@@ -227,8 +230,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
                         f"conjoined.CDP (its parameters: {', '.join(ConjoinedDirichletProcess().get_params())})")
     if params.get("random_state") is None and params.get("checkpoint") is None:
         params["random_state"] = fresh_seed()  # recorded in uns, so that the run can be repeated
-    model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params})._fit(_genes_by_cells(matrix),
-                                                                                 all_zero_said=True)
+    genes_by_cells = _genes_by_cells(matrix)
+    model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params})._fit(genes_by_cells, all_zero_said=True)
     model._warn_unsettled(side_names=("gene", "cell"))
 
     if copy:  # a backed AnnData copies into memory, not into another file
@@ -237,6 +240,13 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     cell_names = np.asarray(adata.obs_names, dtype=str)
     adata.obs[f"{key_added}_cluster"] = _categorical(model.block_column_labels_, model.n_column_clusters_, pandas)
     adata.var[f"{key_added}_cluster"] = _categorical(model.block_row_labels_, model.n_row_clusters_, pandas)
+    with warnings.catch_warnings():  # the items set aside were named above
+        warnings.simplefilter("ignore", AllZeroWarning)
+        for frame, labels, probabilities in (
+                (adata.obs, model.block_column_labels_, model.predict_column_proba(genes_by_cells)),
+                (adata.var, model.block_row_labels_, model.predict_row_proba(genes_by_cells))):
+            at_label = probabilities[np.arange(len(labels)), np.maximum(labels, 0)]
+            frame[f"{key_added}_probability"] = np.where(labels >= 0, at_label, np.nan)
     adata.obsm[f"{key_added}_membership"] = model.column_membership_
     adata.varm[f"{key_added}_membership"] = model.row_membership_
     adata.obsm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.columns_.T)

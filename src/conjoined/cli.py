@@ -24,7 +24,10 @@
   column per topic (``k0``, ``k1``, ... or ``l0``, ...) holding the share of its tokens in that topic, then
   ``label``, its cluster in the partition the biclusters are read from, whose clusters are the topics (the
   refined one, ``block_row_labels_``; -1: a row set aside, all-zero or, with ``--holdout``, without counts
-  to fit on).
+  to fit on), and ``label_probability``, that cluster's posterior probability for the row under the block
+  model that decided it (``predict_row_proba``; 0 for a row set aside). The token shares and the label
+  answer different questions: where a row's tokens went (a row of few counts spreads them), and which
+  cluster its counts put it in.
 - ``theta.csv``: theta, the joint probability of a token's row topic (lines ``k0``...) and column topic
   (columns ``l0``...).
 - ``heatmap.png`` (the matrix sorted by cluster, the 10 strongest biclusters outlined), ``k_trace.png`` (K at
@@ -78,6 +81,7 @@ from .cdp import (
     DISPERSIONS,
     LIKELIHOODS,
     MODES,
+    AllZeroWarning,
     ConjoinedDirichletProcess,
     bicluster_members,
     pair_cluster_masks,
@@ -494,12 +498,16 @@ def _bicluster_records(model, row_names, column_names):
     return records
 
 
-def _write_membership_csv(path, membership, labels, names, topic_prefix):
+def _write_membership_csv(path, membership, labels, probabilities, names, topic_prefix):
+    """One line per item: its token shares ``membership`` (n, K), its cluster ``labels`` (n,) and that cluster's
+    posterior probability under the block model, from ``probabilities`` (n, K) (0 for an item set aside)."""
     n_items, n_topics = membership.shape
-    table = np.empty((n_items, n_topics + 1), dtype=object)
+    table = np.empty((n_items, n_topics + 2), dtype=object)
     table[:, :n_topics] = membership
     table[:, n_topics] = labels
-    write_table_csv(path, table, names, [f"{topic_prefix}{t}" for t in range(n_topics)] + ["label"])
+    table[:, n_topics + 1] = np.where(labels >= 0, probabilities[np.arange(n_items), np.maximum(labels, 0)], 0.0)
+    write_table_csv(path, table, names, [f"{topic_prefix}{t}" for t in range(n_topics)] + ["label",
+                                                                                          "label_probability"])
 
 
 def _k_posterior_arrays(posterior):
@@ -700,16 +708,13 @@ def _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_
             "mixtures": _mixture_records(model),
         },
     )
-    _write_membership_csv(
-        staging / "row_membership.csv", model.row_membership_, model.block_row_labels_, row_names, "k"
-    )
-    _write_membership_csv(
-        staging / "column_membership.csv",
-        model.column_membership_,
-        model.block_column_labels_,
-        column_names,
-        "l",
-    )
+    with warnings.catch_warnings():  # items set aside were named by the fit's warning
+        warnings.simplefilter("ignore", AllZeroWarning)
+        row_probabilities, column_probabilities = model.predict_row_proba(X), model.predict_column_proba(X)
+    _write_membership_csv(staging / "row_membership.csv", model.row_membership_, model.block_row_labels_,
+                          row_probabilities, row_names, "k")
+    _write_membership_csv(staging / "column_membership.csv", model.column_membership_, model.block_column_labels_,
+                          column_probabilities, column_names, "l")
     write_table_csv(
         staging / "theta.csv",
         model.theta_,

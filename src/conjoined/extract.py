@@ -722,6 +722,7 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
     row_outsiders = _outsider_backgrounds(row_labels, background, closed, row_depths)
     column_outsiders = _outsider_backgrounds(column_labels, background.T, closed.T, column_depths)
     members = {}
+    totals = tuple(np.asarray(X.sum(axis=axis), np.float64).ravel() for axis in (1, 0))
     for k, l in np.argwhere(standing).tolist():
         members[k, l] = _refine(
             X, row_sets[k], column_sets[l], background[k, l], z_min,
@@ -735,6 +736,9 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
                                       for l in column_clusters]), ~np.isfinite(row_outsiders[0][list(column_clusters)]))
         c = _joined_members(np.array([np.logical_or.reduce([members[k, l][1] for l in column_clusters])
                                       for k in row_clusters]), ~np.isfinite(column_outsiders[0][list(row_clusters)]))
+        own_rows, own_columns = np.isin(row_labels, row_clusters), np.isin(column_labels, column_clusters)
+        r = own_rows | (r & _raised_against_themselves(X, own_columns, totals[0]))
+        c = own_columns | (c & _raised_against_themselves(X.T, own_rows, totals[1]))
         index = np.ix_(row_clusters, column_clusters)
         excess = (observed[index] - expected[index]).sum()
         strength = excess / np.sqrt((dispersion[index] * expected[index]).sum())
@@ -758,6 +762,22 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
         row_clusters=tuple(row_groups),
         column_clusters=tuple(column_groups),
     )
+
+
+def _raised_against_themselves(X, other, totals):
+    """(n,) bool: the rows of ``X`` (n, m) whose mean count over the columns ``other`` (m,) bool is above their mean
+    count over the other columns (all, when ``other`` is every column); ``totals`` (n,): the rows' totals.
+
+    An outsider joins a bicluster by standing above its background there, its cluster's level times its depth
+    (:func:`_refine`), and an item can stand far above its cluster's level on documents where its cluster is
+    rare while being rarer there than elsewhere: on 20 Newsgroups, memory, software and mac joined the religion
+    biclusters, 72 of the 322 members of the 17 biclusters were depleted in their columns. It must also be
+    raised against itself, over the bicluster's own other side as labelled (its clusters' members): an item of
+    two blocks, labelled with the denser, is raised over the other bicluster's columns as a whole, even where
+    one of its clusters alone would not show it. Every item of the other side weighs alike."""
+    inside = np.asarray(X @ other.astype(np.float64)).ravel()
+    n_inside, n_rest = other.sum(), other.size - other.sum()
+    return (n_rest == 0) | (inside * n_rest > (totals - inside) * n_inside)
 
 
 def _joined_members(members, untested):

@@ -32,6 +32,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from ._interrupt import interruption_behind
+from ._stack import user_stacklevel
 
 __all__ = [
     "LabeledMatrix",
@@ -89,11 +90,12 @@ def _open_text(path):
     return open(path, encoding="utf-8-sig")
 
 
-def _make_unique(names):
+def _make_unique(names, where=None):
     """Append ``-1``, ``-2``, ... to repeated names, keeping first occurrences and skipping a suffixed name that is
-    a name already (as AnnData's ``var_names_make_unique``: g, g, g-1 -> g, g-2, g-1)."""
+    a name already (as AnnData's ``var_names_make_unique``: g, g, g-1 -> g, g-2, g-1). Warns, naming ``where``
+    (the file and which names), when a name repeats: the user looks for their names in the results."""
     names = [str(name) for name in names]
-    taken, kept, suffixes, unique = set(names), set(), {}, []
+    taken, kept, suffixes, unique, renamed = set(names), set(), {}, [], []
     for name in names:
         if name not in kept:
             kept.add(name)
@@ -105,6 +107,11 @@ def _make_unique(names):
         suffixes[name] = count
         taken.add(f"{name}-{count}")
         unique.append(f"{name}-{count}")
+        renamed.append(unique[-1])
+    if renamed and where is not None:
+        original = renamed[0].rsplit("-", 1)[0]
+        warnings.warn(f"{where}: {len(renamed)} repeated name(s) made unique by a suffix -1, -2, ... in the results "
+                      f"(the second {original!r} is {renamed[0]!r})", UserWarning, stacklevel=user_stacklevel())
     return np.array(unique, dtype=str)
 
 
@@ -121,7 +128,10 @@ def _read_name_file(path, *, field=0):
     while lines and not lines[-1]:
         lines.pop()
     fields = [line.split("\t") for line in lines]
-    return _make_unique([parts[field] if len(parts) > field else parts[0] for parts in fields])
+    names = [parts[field] if len(parts) > field else parts[0] for parts in fields]
+    if "" in names:
+        raise ValueError(f"{path}: line {names.index('') + 1} holds no name: every line must name its item")
+    return _make_unique(names, f"{path}")
 
 
 def _name_sequence(names, what):
@@ -235,6 +245,13 @@ def _read_table(path, sep, first_column):
             first_lines = [handle.readline(), handle.readline()]
         first_fields = list(csv.reader(first_lines, delimiter=sep))
         frame = pd.read_csv(path, sep=sep, header=0)
+    except PermissionError:
+        raise ValueError(f"{path}: cannot read it: permission denied") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty") from None
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{path}: not a text table (it holds bytes that are not UTF-8 text: a binary file?)") from None
     except Exception as exc:  # noqa: BLE001 - any parse failure becomes one line naming the file
         raise ValueError(f"{path}: cannot parse as a table ({_one_line(exc)})") from None
     # A first line of unquoted numbers only, as long as the next, may be counts (numpy's savetxt writes no header)
@@ -249,7 +266,7 @@ def _read_table(path, sep, first_column):
         )
 
     def names_in_first_column():  # as written
-        return _make_unique(pd.read_csv(path, usecols=[0], **raw).iloc[1:, 0].tolist())
+        return _make_unique(pd.read_csv(path, usecols=[0], **raw).iloc[1:, 0].tolist(), f"{path}, row names")
 
     if frame.shape[1] == 0:
         raise ValueError(f"{path}: the table has no columns")
@@ -314,7 +331,7 @@ def _read_table(path, sep, first_column):
             + ("; that column is empty on every line: do the lines below the header end with a separator the "
                "header does not?" if empty else "")
         )
-    return frame.to_numpy(), row_names, _make_unique(column_names)
+    return frame.to_numpy(), row_names, _make_unique(column_names, f"{path}, column names")
 
 
 def _csr_as_stored(matrix):
@@ -414,7 +431,8 @@ def _read_h5ad(path, layer):
         )
     X = sp.csr_matrix(matrix.T) if sp.issparse(matrix) else np.ascontiguousarray(np.asarray(matrix).T)
     # as the 10x and table readers do (anndata only warns of repeated names): results must tell items apart
-    return X, _make_unique(np.asarray(var_names, dtype=str)), _make_unique(np.asarray(adata.obs_names, dtype=str))
+    return (X, _make_unique(np.asarray(var_names, dtype=str), f"{path}, gene names (var_names)"),
+            _make_unique(np.asarray(adata.obs_names, dtype=str), f"{path}, cell names (obs_names)"))
 
 
 def _is_numeric_matrix(value):
@@ -663,7 +681,8 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
     says why and where.
     """
     _check_replaceable_dir(path, keep)
-    path = Path(path)
+    # "fit/../fit" is "fit": through itself, the path would lose its way once the old folder is moved aside
+    path = Path(os.path.normpath(path))
     if (path.exists() or path.is_symlink()) and not force:
         raise FileExistsError(
             f"{path} already exists; choose another output directory, or replace it (force=True; --force on the "
