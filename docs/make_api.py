@@ -34,7 +34,7 @@ MODULES = [
     ("conjoined.baselines", None),
     ("conjoined.cli", None),
 ]
-COMMANDS = [[], ["fit"], ["simulate"], ["score"], ["plot"], ["demo"]]
+COMMANDS = [[], ["fit"], ["predict"], ["simulate"], ["score"], ["plot"], ["demo"]]
 
 
 def summary(obj):

@@ -300,6 +300,65 @@ def test_a_first_column_of_identifiers_is_refused_until_first_column_says_which(
     assert rows.iloc[:, 0].tolist() == [str(i) for i in 1 + np.arange(X.shape[0])]
 
 
+def test_predict_classifies_new_columns_and_rows_as_the_estimator_does(reference, planted, tmp_path, capsys):
+    """New cells over the fitted genes, in another gene order and under new names; new genes over the fitted
+    cells: the same probabilities as CDP.predict_*_proba of the same fit, with labels and biclusters."""
+    X, genes, cells, rows, _ = planted
+    model = CDP(n_iter=30, random_state=0).fit(X)
+    order = np.random.default_rng(0).permutation(len(genes))
+    new_cells = X[:, [0, 6, 11]]
+    pd.DataFrame(new_cells[order], index=genes[order], columns=["a", "b", "c"]).to_csv(tmp_path / "cells.csv")
+    status, out, err = _run(["predict", reference, tmp_path / "cells.csv", "-o", tmp_path / "p.csv"], capsys)
+    assert status == 0, err
+    assert out.startswith("3 new columns of ") and out.rstrip().endswith(f"written to {tmp_path / 'p.csv'}")
+    table = pd.read_csv(tmp_path / "p.csv", index_col=0, dtype={"biclusters": str})
+    K_c = model.n_column_clusters_
+    assert table.index.tolist() == ["a", "b", "c"]
+    assert table.columns.tolist() == [f"l{l}" for l in range(K_c)] + ["label", "label_probability", "biclusters"]
+    expected = model.predict_column_proba(new_cells)
+    np.testing.assert_allclose(table.iloc[:, :K_c], expected, rtol=1e-12)
+    np.testing.assert_array_equal(table["label"], expected.argmax(axis=1))
+    np.testing.assert_allclose(table["label_probability"], expected.max(axis=1))
+    label = int(table.loc["a", "label"])
+    assert str(table.loc["a", "biclusters"]) == " ".join(map(str, np.flatnonzero(
+        model.bicluster_column_clusters_[:, label])))
+
+    pd.DataFrame(X[[0, 9]], index=["x", "y"], columns=cells).to_csv(tmp_path / "genes.csv")
+    status, out, err = _run(["predict", reference, tmp_path / "genes.csv", "-o", tmp_path / "q.csv"], capsys)
+    assert status == 0, err
+    table = pd.read_csv(tmp_path / "q.csv", index_col=0)
+    np.testing.assert_allclose(table.iloc[:, :model.n_row_clusters_], model.predict_row_proba(X[[0, 9]]),
+                               rtol=1e-12)
+    assert (table.loc["x", "label"], table.loc["y", "label"]) == tuple(model.block_row_labels_[[0, 9]])
+
+
+def test_predict_refuses_what_it_cannot_match_and_keeps_files(reference, planted, tmp_path, capsys):
+    X, genes, cells, _, _ = planted
+    argv = ["predict", reference, tmp_path / "in.csv", "-o", tmp_path / "p.csv"]
+    pd.DataFrame(X, index=genes, columns=cells).to_csv(tmp_path / "in.csv")  # both sides are the fit's
+    status, _, err = _run(argv, capsys)
+    assert status == 2 and "say which are new with --side rows or --side columns" in err
+    assert not (tmp_path / "p.csv").exists()
+    assert _run([*argv, "--side", "columns"], capsys)[0] == 0
+    status, _, err = _run(argv, capsys)
+    assert status == 2 and "p.csv already exists; choose another name or use --force" in err
+    pd.DataFrame(X[1:, :2], index=genes[1:], columns=["a", "b"]).to_csv(tmp_path / "short.csv")
+    status, _, err = _run(["predict", reference, tmp_path / "short.csv", "-o", tmp_path / "s.csv", "--side",
+                           "columns"], capsys)
+    assert status == 2 and "its rows: 1 of the fit's names missing (e.g. 'gene0')" in err
+    status, _, err = _run(["predict", reference, tmp_path / "short.csv", "-o", tmp_path / "s.csv"], capsys)
+    assert status == 2 and "neither its rows (15) are the fitted rows (16) nor its columns (2) the fitted" in err
+    new = X[:, :2].copy()
+    new[:, 1] = 0
+    pd.DataFrame(new, index=genes, columns=["a", "b"]).to_csv(tmp_path / "zero.csv")
+    status, _, err = _run(["predict", reference, tmp_path / "zero.csv", "-o", tmp_path / "z.csv"], capsys)
+    assert status == 0 and "1 new column(s) of" in err and "label -1, probabilities 0" in err
+    table = pd.read_csv(tmp_path / "z.csv", index_col=0)
+    assert table.loc["b", "label"] == -1 and table.loc["b", "label_probability"] == 0
+    status, _, err = _run(["predict", tmp_path, tmp_path / "zero.csv", "-o", tmp_path / "w.csv"], capsys)
+    assert status == 2 and "matrix.npz: no such file; is" in err
+
+
 def test_output_under_a_file_is_named_as_such(reference, tmp_path, capsys):
     (tmp_path / "afile").write_text("keep me")
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", tmp_path / "afile" / "sub", *FAST, "--no-plots"],
@@ -507,6 +566,13 @@ def test_an_outdir_through_itself_is_the_folder_itself(reference, tmp_path, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fit", "new"]
     for name in ("fit", "new"):
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == sorted(FIT_FILES)
+    # through a symlink, ".." leads beside the link's target, as the shell reads the path
+    (tmp_path / "deep" / "dir").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "deep" / "dir")
+    status, out, err = _run([*argv, "-o", "link/../out"], capsys)
+    assert status == 0, err
+    assert sorted(p.name for p in (tmp_path / "deep" / "out").iterdir()) == sorted(FIT_FILES)
+    assert not (tmp_path / "out").exists()
 
 
 def test_existing_outdir_is_refused_and_untouched_then_replaced_with_force(reference, tmp_path, capsys):

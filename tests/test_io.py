@@ -254,8 +254,8 @@ def test_names_of_wrong_length(tmp_path, counts):
         read_matrix(tmp_path / "m.npz", row_names=genes[:3])
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         read_matrix(tmp_path / "m.npz", column_names=tmp_path / "nope.txt")
-    # a blank line would be a row named "" (read back as a missing value); trailing blank lines are no names
-    (tmp_path / "rows.txt").write_text("g0\ng1\n\ng3\ng4\n\n")
+    # a blank line would be a row named "" or " " (read back as a missing value); trailing empty lines are no names
+    (tmp_path / "rows.txt").write_text("g0\ng1\n \t\ng3\ng4\n\n")
     with pytest.raises(ValueError, match=r"rows\.txt: line 3 holds no name: every line must name its item"):
         read_matrix(tmp_path / "m.npz", row_names=tmp_path / "rows.txt")
 

@@ -594,13 +594,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
-    def _likelihood(self, side):
-        """The likelihood a side's mixtures use: ``*_likelihood``, or the multinomial with ``mode="paper"``."""
-        return "multinomial" if self.mode == "paper" else getattr(self, f"{side}_likelihood")
-
     def _prior(self, side):
         beta = getattr(self, f"{side}_beta")
-        return Multinomial(beta=beta) if self._likelihood(side) == "multinomial" else PoissonGamma(shape=beta)
+        likelihood = "multinomial" if self.mode == "paper" else getattr(self, f"{side}_likelihood")
+        return Multinomial(beta=beta) if likelihood == "multinomial" else PoissonGamma(shape=beta)
 
     def _dispersion(self, aggregated, labels, side, round_):
         """``(point (n,), feature (d,))`` dispersions of a side's aggregated matrix (n, d) in conjoined round
@@ -720,9 +717,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         # The topics are the clusters the biclusters are read from: the refined partitions where the significance
         # rule refines them, so that a bicluster's members have their tokens in its topics.
         block_rows, block_cols = row_labels, col_labels
-        # A min_size above the rule's default filters the biclusters only: given to the refinement, it made blocks
-        # below it count as background and their clusters merge into others. One below it reaches the refinement.
-        refine_min_size = None if self.min_size is None else min(self.min_size, DEFAULT_MIN_SIZE)
+        refine_min_size = _refinement_min_size(self.min_size)
         if self.extraction == "significance" and self.refine:
             with single_threaded_blas():  # many small products: BLAS threads cost more than they give
                 block_rows, block_cols = refine_partition(
@@ -778,19 +773,18 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         self.token_counts_ = counts
         self.dpmm_trends_ = [MixtureTrend(side, dpmm.log_posterior_trend_, dpmm._sampled_k_ends())
                              for side, dpmm in fits]
-        with single_threaded_blas():
-            self.row_classifier_, self.column_classifier_ = side_classifiers(
-                sp.csr_matrix(X, dtype=np.float64), self.block_row_labels_, self.block_column_labels_,
-                z_min=self.z_min, min_size=refine_min_size, n_clusters=(int(K_r), int(K_c)),
-                likelihoods=(self._likelihood("row"), self._likelihood("column")))
+        self.row_classifier_, self.column_classifier_ = fitted_classifiers(
+            X, self.block_row_labels_, self.block_column_labels_, (int(K_r), int(K_c)), self.get_params())
         return self
 
     def predict_row_proba(self, X):
         """(n_new, K_r) posterior probability of each row cluster (the clusters of ``block_row_labels_``) for new
         rows ``X`` (n_new, n_cols) of counts over the fitted columns, dense or scipy.sparse, under the block model
-        that decided the fitted rows' clusters (``row_classifier_``; :mod:`conjoined.predict`). A row without
-        counts in the fitted columns' clusters gets a row of zeros (``AllZeroWarning``), as it would be set
-        aside in a fit."""
+        of the fitted partitions (``row_classifier_``; :mod:`conjoined.predict`), the model whose EM decided the
+        fitted rows' clusters with ``refine=True`` (the default; otherwise the mixtures decided them, and the
+        block model may disagree with some). A row without counts in the fitted columns' clusters gets a row of
+        zeros (``AllZeroWarning``), as it would be set aside in a fit. Clusters whose blocks the model cannot
+        tell apart (none heavy: a fit without biclusters) get probabilities in proportion to their sizes."""
         return self._cluster_probabilities(X, "row")
 
     def predict_rows(self, X):
@@ -803,7 +797,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     def predict_column_proba(self, X):
         """(n_new, K_c) posterior probability of each column cluster (the clusters of ``block_column_labels_``)
         for new columns ``X`` (n_rows, n_new) of counts over the fitted rows: new documents over the fitted
-        words, new cells over the fitted genes. As ``predict_row_proba``, with rows and columns swapped."""
+        words, new cells over the fitted genes, in the fitted rows' order (CDP records no row names to check
+        them by). As ``predict_row_proba``, with rows and columns swapped."""
         return self._cluster_probabilities(X, "column")
 
     def predict_columns(self, X):
@@ -884,6 +879,26 @@ def _renumbered(labels):
     """``(labels, K)``: the non-negative labels renumbered 0..K-1 in their order, K the number of clusters used."""
     used, labels = np.unique(np.asarray(labels, dtype=np.int64), return_inverse=True)
     return labels.astype(np.int64), used.size
+
+
+def _refinement_min_size(min_size):
+    """The ``min_size`` the refinement works with. A min_size above the rule's default filters the biclusters
+    only: given to the refinement, it made blocks below it count as background and their clusters merge into
+    others. One below it reaches the refinement."""
+    return None if min_size is None else min(min_size, DEFAULT_MIN_SIZE)
+
+
+def fitted_classifiers(X, block_row_labels, block_column_labels, n_clusters, params):
+    """``(row_classifier_, column_classifier_)`` of a CDP fitted with parameters ``params`` (``get_params()``)
+    to counts ``X`` (n_rows, n_cols), whose partitions are ``block_*_labels`` with ``n_clusters`` (K_r, K_c):
+    :func:`conjoined.predict.side_classifiers` with the likelihoods and thresholds the refinement uses (with
+    ``mode="paper"`` too, whose mixtures are multinomial: ``*_likelihood`` choose the refinement's)."""
+    with single_threaded_blas():
+        return side_classifiers(
+            sp.csr_matrix(X, dtype=np.float64), np.asarray(block_row_labels, np.int64),
+            np.asarray(block_column_labels, np.int64), z_min=params["z_min"],
+            min_size=_refinement_min_size(params["min_size"]),
+            n_clusters=n_clusters, likelihoods=(params["row_likelihood"], params["column_likelihood"]))
 
 
 def _other_side(side):

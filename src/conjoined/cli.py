@@ -6,6 +6,7 @@
     conjoined fit counts.csv -o results --address scheduler:8786   # data passes on a Dask cluster
     conjoined simulate 2 -o case2.csv              # case 2 of the paper, and its truth in case2.truth.json
     conjoined score results case2.truth.json       # the paper's Jaccard score of the found biclusters
+    conjoined predict results new.csv -o new.classes.csv   # new columns (or rows) into the fit's clusters
     conjoined plot results                         # redraw the pictures from results/
 
 ``fit`` writes into OUTDIR (all at once: into a temporary sibling first, moved into place when complete):
@@ -84,6 +85,7 @@ from .cdp import (
     AllZeroWarning,
     ConjoinedDirichletProcess,
     bicluster_members,
+    fitted_classifiers,
     pair_cluster_masks,
 )
 from .datasets import CDP_CASES, make_cdp_case
@@ -100,6 +102,7 @@ from .io import (
 )
 from .metrics import jaccard_score
 from .plot import block_label, plot_biclusters, plot_k_trace, plot_membership, plot_theta
+from .predict import cluster_probabilities
 from .reassign import check_token_total
 
 __all__ = ["build_parser", "draw_pictures", "main"]
@@ -270,6 +273,24 @@ def _dpi(text):
     return value
 
 
+def _reading_options(parser, transposed, read):
+    """The options that say how INPUT is read (shared by fit and predict): what --transpose does (``transposed``)
+    and what the transposed file's sides are called (``read``: its rows and columns as "fitted" or "read")."""
+    parser.add_argument("--layer", help=".h5ad: the layer holding counts ('raw': adata.raw.X, all its genes; "
+                        "default X)")
+    parser.add_argument("--variable", help=".mat: the variable holding the matrix")
+    parser.add_argument("--first-column", choices=("names", "counts"),
+                        help=".csv/.tsv: the first column holds the row names, or counts (default: decided from the "
+                        "file; a numeric column that looks like identifiers is refused until this says which)")
+    parser.add_argument("--row-names", metavar="FILE",
+                        help=f"text file with one name a line for the rows of INPUT (with --transpose, the columns "
+                        f"{read})")
+    parser.add_argument("--column-names", metavar="FILE",
+                        help=f"text file with one name a line for the columns of INPUT (with --transpose, the rows "
+                        f"{read})")
+    parser.add_argument("--transpose", action="store_true", help=f"the file holds samples as rows: {transposed}")
+
+
 def build_parser():
     """The argparse parser of the ``conjoined`` command."""
     parser = argparse.ArgumentParser(
@@ -306,20 +327,26 @@ def build_parser():
     )
     fit.add_argument("--quiet", action="store_true", help="no progress bars")
     fit.add_argument("--no-plots", action="store_true", help="skip the pictures (they need matplotlib)")
-    fit.add_argument("--layer", help=".h5ad: the layer holding counts ('raw': adata.raw.X, all its genes; "
-                     "default X)")
-    fit.add_argument("--variable", help=".mat: the variable holding the matrix")
-    fit.add_argument("--first-column", choices=("names", "counts"),
-                     help=".csv/.tsv: the first column holds the row names, or counts (default: decided from the "
-                     "file; a numeric column that looks like identifiers is refused until this says which)")
-    fit.add_argument("--row-names", metavar="FILE",
-                     help="text file with one name a line for the rows of INPUT (with --transpose, the columns fitted)")
-    fit.add_argument("--column-names", metavar="FILE",
-                     help="text file with one name a line for the columns of INPUT (with --transpose, the rows fitted)")
-    fit.add_argument(
-        "--transpose", action="store_true", help="the file holds samples as rows: bicluster its transpose"
-    )
+    _reading_options(fit, "bicluster its transpose", "fitted")
     fit.set_defaults(run=_run_fit, estimator_parameters=_estimator_options(fit))
+
+    predict = commands.add_parser(
+        "predict",
+        help="classify new rows or columns with a fit",
+        description="Classify the items of INPUT that are new to the fit in FITDIR (written by 'conjoined fit'): "
+        "new columns over the fitted rows (new documents over the fitted words, new cells over the fitted genes) "
+        "or new rows over the fitted columns, matched by name (by position where INPUT has no names). Each gets "
+        "the posterior probability of every cluster of its side under the block model that decided the fitted "
+        "items' clusters, its most probable cluster and the biclusters of that cluster, written to FILE.",
+    )
+    predict.add_argument("fitdir", metavar="FITDIR", help="an OUTDIR of 'conjoined fit'")
+    predict.add_argument("input", metavar="INPUT", help="a count matrix in any format 'conjoined fit' reads")
+    predict.add_argument("-o", "--output", required=True, metavar="FILE", help="the classification (.csv)")
+    predict.add_argument("--side", choices=("rows", "columns"),
+                         help="INPUT holds new rows or new columns (default: decided from its names or its shape)")
+    predict.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    _reading_options(predict, "read its transpose", "read")
+    predict.set_defaults(run=_run_predict)
 
     simulate = commands.add_parser(
         "simulate",
@@ -404,8 +431,9 @@ def _default_names(n):
     return np.array([str(i) for i in range(n)])
 
 
-def _read_input(args):
-    """``(X, row_names, column_names, matrix)`` with X validated counts (CSR or dense float64) and ``matrix``
+def _read_counts(args):
+    """``(X, row_names, column_names, matrix)``: INPUT read with the reading options, X validated counts (CSR or
+    dense float64; transposed with --transpose), the names as read (None where the file has none) and ``matrix``
     the ``LabeledMatrix`` read (its format and, for .mat, variable)."""
     matrix = read_matrix(
         args.input,
@@ -423,6 +451,13 @@ def _read_input(args):
     if args.transpose:
         X = X.T.tocsr() if sp.issparse(X) else np.ascontiguousarray(X.T)
         row_names, column_names = column_names, row_names
+    return X, row_names, column_names, matrix
+
+
+def _read_input(args):
+    """``_read_counts`` of a matrix to bicluster (refused when too small, all zeros or too large), names
+    defaulting to 0, 1, ..."""
+    X, row_names, column_names, matrix = _read_counts(args)
     if min(X.shape) < 2:
         raise UserError(
             f"{args.input}: the matrix is {X.shape[0]} x {X.shape[1]}: too narrow to bicluster (CDP needs at "
@@ -941,12 +976,15 @@ def _run_score(args, argv):
     return 0
 
 
-# ---------------------------------------------------------------------------------------------------- plot
+# ---------------------------------------------------------------------------------------- a fit's OUTDIR
 
 
-def _run_plot(args, argv):
-    outdir = Path(args.outdir)
-    for name in ("matrix.npz", "model.npz"):
+def _load_fit(outdir, needed=("matrix.npz", "model.npz")):
+    """``(X, model)`` of an OUTDIR written by ``conjoined fit``: its fitted matrix and ``_load_model`` of its
+    model.npz, checked against each other; UserError naming what is missing or damaged (``needed``: the files
+    the caller reads, all checked before any is)."""
+    outdir = Path(outdir)
+    for name in needed:
         if not (outdir / name).is_file():
             raise UserError(
                 f"{outdir / name}: no such file; is {outdir} an OUTDIR written by 'conjoined fit'?"
@@ -961,8 +999,109 @@ def _run_plot(args, argv):
             f"{outdir}: matrix.npz has shape {X.shape} but model.npz labels "
             f"{model.row_labels_.size} rows and {model.column_labels_.size} columns"
         )
+    return X, model
+
+
+# ------------------------------------------------------------------------------------------------- predict
+
+
+def _fitted_parameters(outdir):
+    """The estimator's parameters recorded in OUTDIR/params.json (CDP's ``get_params()`` but verbose), with the
+    defaults of the parameters a fit of an older version did not record."""
+    path = Path(outdir) / "params.json"
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))["estimator"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: cannot read the fit's parameters ({_one_line(exc)})") from None
+    return {**ConjoinedDirichletProcess().get_params(), **recorded}
+
+
+def _new_items_side(args, X, row_names, column_names, model):
+    """"rows" or "columns": which side of INPUT holds items new to the fit (--side, or the side whose other side
+    is the fit's, by names or, where INPUT has none, by length); UserError when it cannot tell."""
+    if args.side is not None:
+        return args.side
+    fitted = {"columns": (model.row_names, row_names, X.shape[0]), "rows": (model.column_names, column_names,
+                                                                            X.shape[1])}
+    matching = [side for side, (names, given, n) in fitted.items()
+                if (set(given) == set(names) if given is not None else n == len(names))]
+    if len(matching) == 1:
+        return matching[0]
+    if matching:
+        raise UserError(f"{args.input}: its rows match the fitted rows and its columns the fitted columns: say "
+                        "which are new with --side rows or --side columns")
+    raise UserError(
+        f"{args.input}: neither its rows ({X.shape[0]}) are the fitted rows ({len(model.row_names)}) nor its "
+        f"columns ({X.shape[1]}) the fitted columns ({len(model.column_names)}), by name or, without names, by "
+        "number: new columns need counts over the fitted rows, new rows over the fitted columns (--transpose "
+        "reads the file's transpose)")
+
+
+def _aligned(X, given, fitted, axis, where):
+    """X with its ``axis`` (0: rows) put in the order of the ``fitted`` names, by ``given`` names (None: by
+    position, the lengths checked); UserError naming a fitted name INPUT lacks or a name the fit lacks."""
+    if given is None:
+        if X.shape[axis] != len(fitted):
+            raise UserError(f"{where}: {X.shape[axis]} lines where the fit has {len(fitted)}")
+        return X
+    position = {name: index for index, name in enumerate(given)}
+    missing = [name for name in fitted if name not in position]
+    extra = sorted(set(given) - set(fitted))
+    if missing or extra:
+        raise UserError(
+            f"{where}: {len(missing)} of the fit's names missing (e.g. {str(missing[0])!r})" if missing else
+            f"{where}: {len(extra)} name(s) the fit does not have (e.g. {str(extra[0])!r})")
+    order = np.array([position[name] for name in fitted])
+    return X[order] if axis == 0 else X[:, order]
+
+
+def _run_predict(args, argv):
+    X_fit, model = _load_fit(args.fitdir, ("matrix.npz", "model.npz", "params.json"))
+    params = _fitted_parameters(args.fitdir)
+    output = Path(args.output)
+    if (output.exists() or output.is_symlink()) and not args.force:
+        raise UserError(f"{output} already exists; choose another name or use --force")
+    for kept in (args.input, args.row_names, args.column_names):
+        if kept is not None and output.exists() and output.resolve() == Path(kept).resolve():
+            raise UserError(f"{output} is the input {kept}: choose another output file")
+    X, row_names, column_names, _ = _read_counts(args)
+    side = _new_items_side(args, X, row_names, column_names, model)
+    classifiers = fitted_classifiers(X_fit, model.block_row_labels_, model.block_column_labels_,
+                                     (model.n_row_clusters_, model.n_column_clusters_), params)
+    if side == "columns":
+        items = _aligned(X, row_names, model.row_names, 0, f"{args.input}, its rows").T
+        names, classifier, clusters, prefix = column_names, classifiers[1], model.bicluster_column_clusters_, "l"
+    else:
+        items = _aligned(X, column_names, model.column_names, 1, f"{args.input}, its columns")
+        names, classifier, clusters, prefix = row_names, classifiers[0], model.bicluster_row_clusters_, "k"
+    names = _default_names(items.shape[0]) if names is None else np.asarray(names, dtype=str)
+    probabilities = cluster_probabilities(classifier, items)
+    classified = probabilities.sum(axis=1) > 0
+    if not classified.all():
+        warnings.warn(f"{(~classified).sum()} new {side[:-1]}(s) of {args.input} have no counts in the fit's "
+                      "clusters: label -1, probabilities 0", AllZeroWarning)
+    labels = np.where(classified, probabilities.argmax(axis=1), -1)
+    table = np.empty((len(names), probabilities.shape[1] + 3), dtype=object)
+    table[:, :-3] = probabilities
+    table[:, -3] = labels
+    table[:, -2] = np.where(classified, probabilities.max(axis=1), 0.0)
+    table[:, -1] = [" ".join(map(str, np.flatnonzero(clusters[:, label]))) if label >= 0 else "" for label in labels]
+    write_table_csv(output, table, names, [f"{prefix}{c}" for c in range(probabilities.shape[1])]
+                    + ["label", "label_probability", "biclusters"])
+    sizes = np.bincount(labels[labels >= 0], minlength=probabilities.shape[1])
+    print(f"{len(names)} new {side} of {args.input} classified among the fit's {probabilities.shape[1]} "
+          f"{side[:-1]} clusters (" + ", ".join(f"{prefix}{c}: {n}" for c, n in enumerate(sizes) if n)
+          + (f", unassigned: {(~classified).sum()}" if not classified.all() else "") + f"); written to {output}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- plot
+
+
+def _run_plot(args, argv):
+    X, model = _load_fit(args.outdir)
     for path in draw_pictures(
-        outdir, X, model, model.row_names, model.column_names, fmt=args.format, dpi=args.dpi
+        Path(args.outdir), X, model, model.row_names, model.column_names, fmt=args.format, dpi=args.dpi
     ):
         print(path)
     return 0

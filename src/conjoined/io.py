@@ -129,8 +129,9 @@ def _read_name_file(path, *, field=0):
         lines.pop()
     fields = [line.split("\t") for line in lines]
     names = [parts[field] if len(parts) > field else parts[0] for parts in fields]
-    if "" in names:
-        raise ValueError(f"{path}: line {names.index('') + 1} holds no name: every line must name its item")
+    blank = [index for index, name in enumerate(names) if not name.strip()]
+    if blank:
+        raise ValueError(f"{path}: line {blank[0] + 1} holds no name: every line must name its item")
     return _make_unique(names, f"{path}")
 
 
@@ -623,11 +624,19 @@ def _entry_location(path):
     return absolute.parent.resolve() / absolute.name if absolute.name else absolute
 
 
+def _without_detours(path):
+    """``path`` without ``..`` through a folder of its own ("fit/../fit" is "fit": through itself, the path would
+    lose its way once the old folder is moved aside); resolved instead where a symlink makes ``..`` lead elsewhere
+    ("link/../out" is the folder beside the link's target)."""
+    normal = os.path.normpath(path)
+    if os.path.realpath(normal) == os.path.realpath(path):
+        return Path(normal)
+    return Path(os.path.realpath(path))
+
+
 def _check_replaceable_dir(path, keep):
     """Raise ValueError when replacing the directory ``path`` would remove the current directory or a path of
     ``keep``."""
-    if not os.fspath(path):
-        raise ValueError("the output directory name is empty")
     target = _entry_location(path)
     here = Path.cwd().resolve()
     if target == here or target in here.parents:
@@ -680,9 +689,10 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
     instead (``<name>.new``, ``<name>.new-2``, ...), and a :class:`ResultsKeptElsewhere` (a FileExistsError)
     says why and where.
     """
+    if not os.fspath(path):
+        raise ValueError("the output directory name is empty")
+    path = _without_detours(path)
     _check_replaceable_dir(path, keep)
-    # "fit/../fit" is "fit": through itself, the path would lose its way once the old folder is moved aside
-    path = Path(os.path.normpath(path))
     if (path.exists() or path.is_symlink()) and not force:
         raise FileExistsError(
             f"{path} already exists; choose another output directory, or replace it (force=True; --force on the "

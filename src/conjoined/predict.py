@@ -16,10 +16,12 @@ with ``w_k`` the cluster's share of the fitted items and ``log p(x | k)`` under 
   of one topic read alike).
 
 ``dispersion`` is the fitted items' over-dispersion within their clusters (Pearson's statistic over its degrees
-of freedom, pooled over both sides, 1 unless it exceeds them by five of its standard deviations; only on a side
-read by profile): real counts vary far beyond multinomial noise, and their full log-likelihood would make every
-probability 0 or 1. The posterior is a quasi-likelihood one: a count's evidence weighed at what the fitted
-items show it is worth.
+of freedom, pooled over both sides, 1 unless it exceeds them by five of its standard deviations), measured when
+either side is read by profile and then applied to both; with both sides Poisson it is 1, the likelihood of the
+simulations, and on over-dispersed counts the probabilities are then near 0 or 1. Real counts vary far beyond
+multinomial noise, and their full log-likelihood would make every probability 0 or 1: the posterior is a
+quasi-likelihood one, a count's evidence weighed at what the fitted items show it is worth. Clusters whose
+blocks are alike (none heavy) cannot be told apart, and get probabilities in proportion to their sizes.
 
 Everything the classifier needs is a few (K, L) arrays fitted once, with the model (:func:`side_classifiers`).
 """
