@@ -357,6 +357,20 @@ def test_predict_refuses_what_it_cannot_match_and_keeps_files(reference, planted
     assert table.loc["b", "label"] == -1 and table.loc["b", "label_probability"] == 0
     status, _, err = _run(["predict", tmp_path, tmp_path / "zero.csv", "-o", tmp_path / "w.csv"], capsys)
     assert status == 2 and "matrix.npz: no such file; is" in err
+    status, _, err = _run(["predict", reference, tmp_path / "zero.csv", "-o", reference / "model.npz", "--force"],
+                          capsys)
+    assert status == 2 and "write it outside the fit's folder" in err
+    pd.DataFrame(X[:, :2], index=[f"g{i}" for i in range(16)], columns=["a", "b"]).to_csv(tmp_path / "other.csv")
+    status, _, err = _run(["predict", reference, tmp_path / "other.csv", "-o", tmp_path / "o.csv"], capsys)
+    assert status == 2 and "(its row 'g0' is not a fitted row; its column 'a' is not a fitted column)" in err
+    fit = tmp_path / "fit"
+    shutil.copytree(reference, fit)
+    (fit / "params.json").write_text('{"estimator": {"row_likelihood": "nonsense"}}')
+    status, _, err = _run(["predict", fit, tmp_path / "zero.csv", "-o", tmp_path / "y.csv"], capsys)
+    assert status == 2 and "params.json: cannot read the fit's parameters (row_likelihood must be one of" in err
+    (fit / "params.json").write_text('{"estimator": null}')
+    status, _, err = _run(["predict", fit, tmp_path / "zero.csv", "-o", tmp_path / "y.csv"], capsys)
+    assert status == 2 and "params.json: cannot read the fit's parameters" in err
 
 
 def test_output_under_a_file_is_named_as_such(reference, tmp_path, capsys):

@@ -310,11 +310,16 @@ def test_an_outsider_whose_own_block_is_a_bicluster_still_joins_a_joined_biclust
     np.testing.assert_array_equal(np.flatnonzero(joined[(1,), (0,)]), [*range(10, 20), 60])
 
 
+@pytest.mark.xfail(strict=True, reason="known limit of the outsider rule (_raised_against_themselves): an item of "
+                   "a wide dense block is compared with its mean over every other column, that block's included")
 @pytest.mark.parametrize("seed", [0, 1, 3])
 def test_an_outsider_of_a_denser_block_joins_a_bicluster_over_little_background(seed):
     # Row 0, labelled with block A (rows 0-14 x columns 0-9, 20 a cell), also belongs to block B (rows 15-29 x
     # columns 10-19, 6 a cell); ten background columns only. Over every column but B's its mean is 10.5, above
-    # its 6 in B; its own background (outside its own bicluster) is 1.
+    # its 6 in B, so the rule keeps it out. Left out of the comparison, its own biclusters' columns let noise in
+    # (a column of a dense block joining a bicluster through one row of both), and other blocks of the item
+    # still count against it: measured and not kept, as was a background at its lowest cluster level and the
+    # bicluster's lift (20 Newsgroups: 54 of 295 memberships depleted, against 2 of 251).
     rate = np.ones((40, 30))
     rate[:15, :10] = 20
     rate[15:30, 10:20] = 6
@@ -329,7 +334,7 @@ def test_an_outsider_of_a_denser_block_joins_a_bicluster_over_little_background(
 def test_outsiders_rarer_in_a_bicluster_than_elsewhere_mostly_stay_out(monkeypatch):
     """On 20 Newsgroups' words, outsiders joined biclusters of documents where they were rarer than in the
     others (memory and software in the religion biclusters), standing above their cluster's low level there. Raised
-    against themselves, a third as many do (CDP(n_iter=40): 50 of 224 outsiders before, 15 of 166)."""
+    against themselves, none do (CDP(n_iter=40): 50 of 224 outsiders before, none of 173)."""
     path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "20news_w100.mat"
     if not path.is_file():
         pytest.skip("20news_w100.mat not found in ../shared/data")
@@ -347,9 +352,9 @@ def test_outsiders_rarer_in_a_bicluster_than_elsewhere_mostly_stay_out(monkeypat
             counts.append((outsiders & rarer).sum())
         return sum(counts)
 
-    raised = depleted_outsiders()
+    assert depleted_outsiders() == 0
     monkeypatch.setattr("conjoined.extract._raised_against_themselves", lambda X, *rest: np.ones(X.shape[0], bool))
-    assert 3 * raised <= depleted_outsiders()
+    assert depleted_outsiders() >= 40
 
 
 def _as_sets(found):
@@ -367,14 +372,15 @@ def test_significance_rule_with_gene_levels_finds_the_raised_blocks_only():
     }
     assert _as_sets(found) == expected
     # Against one uniform background (the rule before levels), the highly expressed genes are heavy in every
-    # cell cluster (one bicluster over all 40 cells) and join every bicluster, which swell to all 40 cells or all
-    # 20 of those genes and more.
+    # cell cluster (one bicluster over all 40 cells), and join every other bicluster where their noise raises
+    # them above their mean elsewhere (about half of them), which swell to all 40 cells.
     uniform = extract_biclusters(X, _counts_at_labels(X, rows, cols, 6, 4), row_labels=rows, column_labels=cols,
                                  background="uniform")
-    assert len(uniform.pairs) == 4
+    assert len(uniform.pairs) == 5
     np.testing.assert_array_equal(uniform.column_clusters[0], np.arange(4))
-    assert uniform.rows[:, :20].all()
-    assert (uniform.columns.sum(axis=1)[uniform.rows.sum(axis=1) == 20] == 40).all()
+    assert uniform.rows[0, :20].all() and uniform.columns[0].all()
+    assert uniform.rows[:, :20].any(axis=1).all()
+    assert (uniform.columns.sum(axis=1) == 40).sum() == 3
 
 
 def test_item_depths_are_one_for_poisson_items_and_left_out_per_cluster_otherwise():

@@ -475,8 +475,13 @@ def test_h5ad_repeated_names_are_made_unique(tmp_path, counts):
     with pytest.warns(UserWarning, match="names are not unique"):  # anndata's
         anndata.AnnData(X=X.T.astype(np.float64), obs=pd.DataFrame(index=["c", "c", "d", "c"]),
                         var=pd.DataFrame(index=["g", "h", "g", "g", "k"])).write_h5ad(tmp_path / "dup.h5ad")
-    with pytest.warns(UserWarning, match=r"dup\.h5ad, gene names \(var_names\): 2 repeated name\(s\)"):
+    with pytest.warns(UserWarning) as record:
         result = read_matrix(tmp_path / "dup.h5ad")
+    assert [str(w.message).split("dup.h5ad, ")[1] for w in record] == [
+        "gene names (var_names): 2 repeated name(s) made unique by a suffix -1, -2, ... in the results (the second "
+        "'g' is 'g-1')",
+        "cell names (obs_names): 2 repeated name(s) made unique by a suffix -1, -2, ... in the results (the second "
+        "'c' is 'c-1')"]
     assert result.row_names.tolist() == ["g", "h", "g-1", "g-2", "k"]
     assert result.column_names.tolist() == ["c", "c-1", "d", "c-2"]
     # a suffixed name that is a name already is skipped, as anndata skips it

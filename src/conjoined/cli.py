@@ -336,14 +336,16 @@ def build_parser():
         description="Classify the items of INPUT that are new to the fit in FITDIR (written by 'conjoined fit'): "
         "new columns over the fitted rows (new documents over the fitted words, new cells over the fitted genes) "
         "or new rows over the fitted columns, matched by name (by position where INPUT has no names). Each gets "
-        "the posterior probability of every cluster of its side under the block model that decided the fitted "
-        "items' clusters, its most probable cluster and the biclusters of that cluster, written to FILE.",
+        "the posterior probability of every cluster of its side under the block model of the fit's partitions "
+        "(CDP.predict_row_proba / predict_column_proba), its most probable cluster and the biclusters of that "
+        "cluster, written to FILE.",
     )
     predict.add_argument("fitdir", metavar="FITDIR", help="an OUTDIR of 'conjoined fit'")
     predict.add_argument("input", metavar="INPUT", help="a count matrix in any format 'conjoined fit' reads")
     predict.add_argument("-o", "--output", required=True, metavar="FILE", help="the classification (.csv)")
     predict.add_argument("--side", choices=("rows", "columns"),
-                         help="INPUT holds new rows or new columns (default: decided from its names or its shape)")
+                         help="INPUT holds new rows or new columns, as read (after --transpose) (default: decided "
+                         "from its names or its shape)")
     predict.add_argument("--force", action="store_true", help="replace FILE if it exists")
     _reading_options(predict, "read its transpose", "read")
     predict.set_defaults(run=_run_predict)
@@ -1011,9 +1013,11 @@ def _fitted_parameters(outdir):
     path = Path(outdir) / "params.json"
     try:
         recorded = json.loads(path.read_text(encoding="utf-8"))["estimator"]
+        params = {**ConjoinedDirichletProcess().get_params(), **recorded}
+        ConjoinedDirichletProcess(**params)._check_params()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{path}: cannot read the fit's parameters ({_one_line(exc)})") from None
-    return {**ConjoinedDirichletProcess().get_params(), **recorded}
+    return params
 
 
 def _new_items_side(args, X, row_names, column_names, model):
@@ -1030,11 +1034,16 @@ def _new_items_side(args, X, row_names, column_names, model):
     if matching:
         raise UserError(f"{args.input}: its rows match the fitted rows and its columns the fitted columns: say "
                         "which are new with --side rows or --side columns")
+    unknown = [f"{what} {str(next(name for name in given if name not in set(names)))!r} is not a fitted {what}"
+               for what, names, given in (("row", model.row_names, row_names), ("column", model.column_names,
+                                                                                   column_names))
+               if given is not None and not set(given) <= set(names)]
     raise UserError(
         f"{args.input}: neither its rows ({X.shape[0]}) are the fitted rows ({len(model.row_names)}) nor its "
         f"columns ({X.shape[1]}) the fitted columns ({len(model.column_names)}), by name or, without names, by "
-        "number: new columns need counts over the fitted rows, new rows over the fitted columns (--transpose "
-        "reads the file's transpose)")
+        "number" + (f" (its {'; its '.join(unknown)})" if unknown else "") + ": new columns need counts over the "
+        "fitted rows, new rows over the fitted columns"
+        + ("" if args.transpose else " (--transpose reads the file's transpose)"))
 
 
 def _aligned(X, given, fitted, axis, where):
@@ -1061,6 +1070,11 @@ def _run_predict(args, argv):
     output = Path(args.output)
     if (output.exists() or output.is_symlink()) and not args.force:
         raise UserError(f"{output} already exists; choose another name or use --force")
+    if not output.absolute().parent.is_dir():
+        raise UserError(f"{output}: its folder {output.parent} does not exist, or is not a folder")
+    if output.absolute().parent.resolve() == Path(args.fitdir).resolve():
+        raise UserError(f"{output}: write it outside the fit's folder {args.fitdir} (it holds the fit's own files "
+                        "only)")
     for kept in (args.input, args.row_names, args.column_names):
         if kept is not None and output.exists() and output.resolve() == Path(kept).resolve():
             raise UserError(f"{output} is the input {kept}: choose another output file")
@@ -1089,9 +1103,11 @@ def _run_predict(args, argv):
     write_table_csv(output, table, names, [f"{prefix}{c}" for c in range(probabilities.shape[1])]
                     + ["label", "label_probability", "biclusters"])
     sizes = np.bincount(labels[labels >= 0], minlength=probabilities.shape[1])
-    print(f"{len(names)} new {side} of {args.input} classified among the fit's {probabilities.shape[1]} "
-          f"{side[:-1]} clusters (" + ", ".join(f"{prefix}{c}: {n}" for c, n in enumerate(sizes) if n)
-          + (f", unassigned: {(~classified).sum()}" if not classified.all() else "") + f"); written to {output}")
+    counts = [f"{prefix}{c}: {n}" for c, n in enumerate(sizes) if n]
+    counts += [f"unassigned: {(~classified).sum()}"] if not classified.all() else []
+    item = side if len(names) != 1 else side[:-1]
+    print(f"{len(names)} new {item} of {args.input} classified among the fit's {probabilities.shape[1]} "
+          f"{side[:-1]} clusters ({', '.join(counts)}); written to {output}")
     return 0
 
 
