@@ -22,6 +22,7 @@ from .cdp import (
     pair_cluster_masks,
 )
 from .dpmm.estimator import fresh_seed
+from .predict import label_probabilities
 
 __all__ = ["cdp", "fitted_view", "SINGLE_CELL_DEFAULTS"]
 
@@ -245,8 +246,7 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         for frame, labels, probabilities in (
                 (adata.obs, model.block_column_labels_, model.predict_column_proba(genes_by_cells)),
                 (adata.var, model.block_row_labels_, model.predict_row_proba(genes_by_cells))):
-            at_label = probabilities[np.arange(len(labels)), np.maximum(labels, 0)]
-            frame[f"{key_added}_probability"] = np.where(labels >= 0, at_label, np.nan)
+            frame[f"{key_added}_probability"] = label_probabilities(probabilities, labels, np.nan)
     adata.obsm[f"{key_added}_membership"] = model.column_membership_
     adata.varm[f"{key_added}_membership"] = model.row_membership_
     adata.obsm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.columns_.T)

@@ -63,7 +63,7 @@ from .extract import (
     refine_partition,
     topic_parameters,
 )
-from .predict import cluster_probabilities, side_classifiers
+from .predict import cluster_probabilities, most_probable, side_classifiers
 from .reassign import TokenCounts, check_token_total, reassign_tokens
 
 LIKELIHOODS = ("poisson", "multinomial")
@@ -792,7 +792,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         ``predict_row_proba``, -1 for a row without counts to classify it by. The biclusters whose row clusters
         hold a new row's cluster k >= 0 are ``bicluster_row_clusters_[:, k]`` (the outsider test that lets a
         fitted row join a bicluster of another cluster is not run on new rows)."""
-        return _most_probable(self.predict_row_proba(X))
+        return most_probable(self.predict_row_proba(X))
 
     def predict_column_proba(self, X):
         """(n_new, K_c) posterior probability of each column cluster (the clusters of ``block_column_labels_``)
@@ -805,7 +805,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         """(n_new,) int64: the most probable column cluster of each new column ``X`` (n_rows, n_new) under
         ``predict_column_proba``, -1 for a column without counts to classify it by; its biclusters are
         ``bicluster_column_clusters_[:, l]`` for its cluster l >= 0 (as ``predict_rows``)."""
-        return _most_probable(self.predict_column_proba(X))
+        return most_probable(self.predict_column_proba(X))
 
     def _cluster_probabilities(self, X, side):
         check_is_fitted(self, "rows_")
@@ -903,13 +903,6 @@ def fitted_classifiers(X, block_row_labels, block_column_labels, n_clusters, par
 
 def _other_side(side):
     return "column" if side == "row" else "row"
-
-
-def _most_probable(probabilities):
-    """(n,) int64 argmax of each row of ``probabilities`` (n, K), -1 for a row of zeros."""
-    labels = np.argmax(probabilities, axis=1).astype(np.int64)
-    labels[probabilities.sum(axis=1) == 0] = -1
-    return labels
 
 
 def _cluster_masks(clusters, labels):

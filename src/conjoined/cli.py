@@ -102,7 +102,7 @@ from .io import (
 )
 from .metrics import jaccard_score
 from .plot import block_label, plot_biclusters, plot_k_trace, plot_membership, plot_theta
-from .predict import cluster_probabilities
+from .predict import cluster_probabilities, label_probabilities, most_probable
 from .reassign import check_token_total
 
 __all__ = ["build_parser", "draw_pictures", "main"]
@@ -542,7 +542,7 @@ def _write_membership_csv(path, membership, labels, probabilities, names, topic_
     table = np.empty((n_items, n_topics + 2), dtype=object)
     table[:, :n_topics] = membership
     table[:, n_topics] = labels
-    table[:, n_topics + 1] = np.where(labels >= 0, probabilities[np.arange(n_items), np.maximum(labels, 0)], 0.0)
+    table[:, n_topics + 1] = label_probabilities(probabilities, labels, 0.0)
     write_table_csv(path, table, names, [f"{topic_prefix}{t}" for t in range(n_topics)] + ["label",
                                                                                           "label_probability"])
 
@@ -1090,15 +1090,15 @@ def _run_predict(args, argv):
         names, classifier, clusters, prefix = row_names, classifiers[0], model.bicluster_row_clusters_, "k"
     names = _default_names(items.shape[0]) if names is None else np.asarray(names, dtype=str)
     probabilities = cluster_probabilities(classifier, items)
-    classified = probabilities.sum(axis=1) > 0
+    labels = most_probable(probabilities)
+    classified = labels >= 0
     if not classified.all():
         warnings.warn(f"{(~classified).sum()} new {side[:-1]}(s) of {args.input} have no counts in the fit's "
                       "clusters: label -1, probabilities 0", AllZeroWarning)
-    labels = np.where(classified, probabilities.argmax(axis=1), -1)
     table = np.empty((len(names), probabilities.shape[1] + 3), dtype=object)
     table[:, :-3] = probabilities
     table[:, -3] = labels
-    table[:, -2] = np.where(classified, probabilities.max(axis=1), 0.0)
+    table[:, -2] = label_probabilities(probabilities, labels, 0.0)
     table[:, -1] = [" ".join(map(str, np.flatnonzero(clusters[:, label]))) if label >= 0 else "" for label in labels]
     write_table_csv(output, table, names, [f"{prefix}{c}" for c in range(probabilities.shape[1])]
                     + ["label", "label_probability", "biclusters"])

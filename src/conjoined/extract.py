@@ -1033,6 +1033,14 @@ def _membership_em(labels, n_clusters, log_likelihood, n_iter=50, tol=1e-8):
     return out
 
 
+def block_rates(sums, cells, heavy):
+    """(K, L) density per cell of each block under the block model: the heavy blocks' pooled by empirical Bayes
+    (:func:`_pooled_heavy_densities`), one background density (:func:`_light_density`) elsewhere; at least the
+    smallest positive double (a block without cells, or at a zero density, keeps a finite log)."""
+    rate = np.where(heavy, _pooled_heavy_densities(sums, cells, heavy), _light_density(sums, cells, heavy))
+    return np.where(np.isfinite(rate) & (rate > 0), rate, np.finfo(np.float64).tiny)
+
+
 def _block_model_em(aggregated, labels, n_other, heavy):
     """Soft EM of one side's memberships under the block model, the other side fixed; returns hard labels.
 
@@ -1047,10 +1055,7 @@ def _block_model_em(aggregated, labels, n_other, heavy):
     X_a = aggregated[labels >= 0]
 
     def log_likelihood(resp):
-        sums = resp.T @ X_a
-        cells = np.outer(resp.sum(axis=0), n_other)
-        rate = np.where(heavy, _pooled_heavy_densities(sums, cells, heavy), _light_density(sums, cells, heavy))
-        rate = np.where(np.isfinite(rate) & (rate > 0), rate, np.finfo(np.float64).tiny)
+        rate = block_rates(resp.T @ X_a, np.outer(resp.sum(axis=0), n_other), heavy)
         return X_a @ np.log(rate).T - (rate * n_other[None, :]).sum(axis=1)[None, :]
 
     return _membership_em(labels, heavy.shape[0], log_likelihood)

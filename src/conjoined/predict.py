@@ -37,13 +37,12 @@ from .extract import (
     _block_profiles,
     _counts_over_clusters,
     _heavy_of_partition,
-    _light_density,
     _merge_dispersion,
-    _pooled_heavy_densities,
+    block_rates,
     check_thresholds,
 )
 
-__all__ = ["SideClassifier", "side_classifiers", "cluster_probabilities"]
+__all__ = ["SideClassifier", "side_classifiers", "cluster_probabilities", "most_probable", "label_probabilities"]
 
 
 class SideClassifier(NamedTuple):
@@ -95,9 +94,7 @@ def side_classifiers(X, row_labels, column_labels, *, z_min, min_size, likelihoo
     row_sets, column_sets, heavy, _, _, _, _, observed = _heavy_of_partition(X, row_labels, column_labels, z_min,
                                                                              min_size)
     sizes = (row_sets.sum(axis=1).astype(np.float64), column_sets.sum(axis=1).astype(np.float64))
-    cells = np.outer(*sizes)
-    rate = np.where(heavy, _pooled_heavy_densities(observed, cells, heavy), _light_density(observed, cells, heavy))
-    rate = np.maximum(rate, np.finfo(np.float64).tiny)
+    rate = block_rates(observed, np.outer(*sizes), heavy)
     dispersion = _merge_dispersion(X, row_labels, column_labels, likelihoods)
     classifiers = []
     for axis, (labels, other_labels, likelihood) in enumerate(
@@ -130,3 +127,17 @@ def cluster_probabilities(classifier, items):
     probabilities = np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
     probabilities[aggregated.sum(axis=1) == 0] = 0.0
     return probabilities
+
+
+def most_probable(probabilities):
+    """(n,) int64 argmax of each row of ``probabilities`` (n, K), -1 for a row of zeros (an item not classified)."""
+    labels = np.argmax(probabilities, axis=1).astype(np.int64)
+    labels[probabilities.sum(axis=1) == 0] = -1
+    return labels
+
+
+def label_probabilities(probabilities, labels, unassigned):
+    """(n,) the probability of each item's cluster ``labels`` (n,) in ``probabilities`` (n, K); ``unassigned``
+    for label -1."""
+    at_label = probabilities[np.arange(len(labels)), np.maximum(labels, 0)]
+    return np.where(labels >= 0, at_label, unassigned)

@@ -69,7 +69,6 @@ _METHODS = ("gibbs", "paper-code")
 _INITS = ("labels", "random")
 
 BYTES_PER_TOKEN = 4  # an int32 pair id (module docstring)
-MAX_TOKENS = MAX_EXACT_TOTAL
 
 
 def _physical_memory():
@@ -82,11 +81,11 @@ def _physical_memory():
 
 def check_token_total(total):
     """Raise ValueError when a matrix holding ``total`` counts has more tokens than the reassignment can hold:
-    more than ``MAX_TOKENS``, or more than ``BYTES_PER_TOKEN`` bytes each fit in this machine's memory."""
+    more than ``MAX_EXACT_TOTAL``, or more than ``BYTES_PER_TOKEN`` bytes each fit in this machine's memory."""
     total = float(total)
     hint = " Counts this large are usually not raw counts (scaled or normalised data?)"
-    if total > MAX_TOKENS:
-        raise ValueError(f"X holds {total:,.0f} counts in total; at most 2**53 = {MAX_TOKENS:,} are "
+    if total > MAX_EXACT_TOTAL:
+        raise ValueError(f"X holds {total:,.0f} counts in total; at most 2**53 = {MAX_EXACT_TOTAL:,} are "
                          f"supported.{hint}")
     memory = _physical_memory()
     if memory is not None and total * BYTES_PER_TOKEN > memory:
