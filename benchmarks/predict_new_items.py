@@ -11,8 +11,13 @@ probabilities right, and do held-out documents cluster as well as fitted ones?
    random half of the documents and classifies the other half; printed, the NMI of the document clusters against
    the four newsgroup families for the fitted half and for the held-out one, and the time of each step, for the
    defaults and for the multinomial likelihood on the documents.
+3. Single cells (``--pbmc``, needs scanpy: the 700 cells x 765 genes of ``examples/pbmc.py``, its counts and its
+   hyperparameters, ``--pbmc-iter`` iterations): ``conjoined.anndata.cdp`` on a random half of the cells,
+   ``conjoined.anndata.predict_cells`` on the other half; printed, the NMI of the cell clusters against the ten
+   cell types for each half, and how many fitted cells given back keep their own cluster.
 
-    python benchmarks/predict_new_items.py [--replicates 20] [--news ../shared/data/20news_w100.mat]   # ~1 min
+    python benchmarks/predict_new_items.py [--replicates 20] [--news ../shared/data/20news_w100.mat] [--pbmc]
+    # ~1 min; --pbmc about 1 more
 """
 
 from __future__ import annotations
@@ -89,10 +94,45 @@ def newsgroups(path):
               f"fit {fit_time:.1f} s, classifying {held_out.size} documents {predict_time:.3f} s")
 
 
+def pbmc(n_iter):
+    import sys
+
+    from conjoined.anndata import cdp, predict_cells
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from pbmc import PAPER_HYPERPARAMETERS, pbmc_counts
+
+    adata = pbmc_counts()
+    order = np.random.default_rng(0).permutation(adata.n_obs)
+    half = adata.n_obs // 2
+    reference, new = adata[np.sort(order[:half])].copy(), adata[np.sort(order[half:])].copy()
+    start = time.perf_counter()
+    cdp(reference, layer="counts", n_iter=n_iter, random_state=0, **PAPER_HYPERPARAMETERS)
+    fit_time = time.perf_counter() - start
+    start = time.perf_counter()
+    predict_cells(new, reference, layer="counts")
+    predict_time = time.perf_counter() - start
+    given_back = predict_cells(reference, reference, layer="counts", key_added="again", copy=True)
+
+    def nmi(cells, key):
+        clusters = cells.obs[f"{key}_cluster"]
+        kept = clusters.notna().to_numpy()
+        return normalized_mutual_info_score(cells.obs["bulk_labels"].to_numpy()[kept], clusters.cat.codes[kept])
+
+    same = (given_back.obs["again_cluster"] == reference.obs["cdp_cluster"]).to_numpy()
+    print(f"pbmc68k_reduced, conjoined.anndata.cdp(n_iter={n_iter}) on {reference.n_obs} cells: "
+          f"{reference.uns['cdp']['theta'].shape[1]} cell clusters; NMI against the cell types, fitted half "
+          f"{nmi(reference, 'cdp'):.3f}, held-out half {nmi(new, 'cdp'):.3f}; fitted cells given back in their own "
+          f"cluster {same.sum()}/{same.size}; fit {fit_time:.1f} s, classifying {new.n_obs} cells "
+          f"{predict_time:.3f} s")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--replicates", type=int, default=20)
     parser.add_argument("--news", type=Path, default=DEFAULT_NEWS, help="20news_w100.mat ('' to skip)")
+    parser.add_argument("--pbmc", action="store_true", help="also the single cells of examples/pbmc.py (scanpy)")
+    parser.add_argument("--pbmc-iter", type=int, default=150)
     args = parser.parse_args(argv)
     if args.replicates < 1:
         parser.error(f"--replicates must be at least 1, got {args.replicates}")
@@ -101,6 +141,8 @@ def main(argv=None):
         calibration(case, args.replicates)
     if str(args.news) not in ("", "."):
         newsgroups(args.news)
+    if args.pbmc:
+        pbmc(args.pbmc_iter)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from conjoined.datasets import make_biclusters_counts
 anndata = pytest.importorskip("anndata")
 pd = pytest.importorskip("pandas")
 
-from conjoined.anndata import SINGLE_CELL_DEFAULTS, cdp, fitted_view
+from conjoined.anndata import SINGLE_CELL_DEFAULTS, cdp, fitted_view, predict_cells, predict_genes
+from conjoined.cdp import AllZeroWarning
 
 PARAMS = {"n_iter": 30, "random_state": 0}
 
@@ -103,6 +104,10 @@ def _assert_same_results(a, b, key="cdp"):
             np.testing.assert_array_equal(ua[name][field], ub[name][field])
     for name in ("theta", "gene_k_trace", "cell_k_trace"):
         np.testing.assert_array_equal(ua[name], ub[name])
+    for side in ("cell_classifier", "gene_classifier"):
+        assert sorted(ua[side]) == sorted(ub[side])
+        for name in ua[side]:
+            np.testing.assert_array_equal(ua[side][name], ub[side][name])
     assert ua["params"] == ub["params"]
 
 
@@ -356,3 +361,109 @@ def test_mixtures_that_have_not_settled_are_named_in_genes_and_cells():
     chain = [w for w in caught if issubclass(w.category, ChainNotSettledWarning)]
     assert len(chain) == 1 and chain[0].filename == __file__
     assert str(chain[0].message).startswith("1 of the 2 mixture fits has not settled. Cell mixture 1 of 1: ")
+
+
+def _cells(X, cells, genes=None):
+    """AnnData of the columns ``cells`` of genes x cells counts ``X`` (cells x genes, sparse float32)."""
+    genes = np.arange(X.shape[0]) if genes is None else genes
+    return anndata.AnnData(X=sp.csr_matrix(X[np.ix_(genes, cells)].T.astype(np.float32)),
+                           obs=pd.DataFrame(index=[f"cell{j}" for j in cells]),
+                           var=pd.DataFrame(index=[f"gene{i}" for i in genes]))
+
+
+@pytest.fixture
+def halves():
+    """Genes x cells counts (16 x 24) with one bicluster, genes 0-5 x cells 0-9; the reference AnnData (even
+    cells, fitted) and the new cells (odd ones), with the CDP fitted to the even cells."""
+    X, _, _ = make_biclusters_counts((16, 24), [(slice(0, 6), slice(0, 10))], 6000, 0.8, random_state=0)
+    reference = _cells(X, np.arange(0, 24, 2))
+    cdp(reference, **PARAMS)
+    return X, reference, _reference_model(X[:, ::2])
+
+
+def test_new_cells_get_the_estimators_probabilities_with_genes_matched_by_name(halves, tmp_path):
+    X, reference, model = halves
+    kept = reference.copy()
+    genes = np.r_[np.arange(15, -1, -1), 16]  # reversed, and one gene the reference lacks
+    X_more = np.vstack([X, np.full((1, 24), 7)])
+    new = _cells(X_more, np.arange(1, 24, 2), genes)
+    assert predict_cells(new, reference) is None
+
+    expected = model.predict_column_proba(X[:, 1::2])
+    np.testing.assert_allclose(new.obsm["cdp_cluster_probability"], expected, rtol=1e-12)
+    labels = model.predict_columns(X[:, 1::2])
+    np.testing.assert_array_equal(new.obs["cdp_cluster"].cat.codes, labels)
+    assert list(new.obs["cdp_cluster"].cat.categories) == [str(l) for l in range(model.n_column_clusters_)]
+    np.testing.assert_allclose(new.obs["cdp_probability"], expected[np.arange(12), labels])
+    np.testing.assert_array_equal(new.obsm["cdp_biclusters"], model.bicluster_column_clusters_[:, labels].T)
+    # the planted cells 1, 3, .., 9 in the planted bicluster, the others in none
+    assert new.obsm["cdp_biclusters"].any(axis=1).tolist() == [j < 10 for j in range(1, 24, 2)]
+    _assert_same_results(reference, kept)  # the reference is not changed
+
+    reference.write_h5ad(tmp_path / "reference.h5ad")
+    again = predict_cells(new, anndata.read_h5ad(tmp_path / "reference.h5ad"), key_added="mapped", copy=True)
+    np.testing.assert_array_equal(again.obsm["mapped_cluster_probability"], new.obsm["cdp_cluster_probability"])
+    assert "mapped_cluster" not in new.obs
+
+
+def test_new_cells_without_counts_in_the_fitted_genes_are_missing(halves):
+    X, reference, _ = halves
+    X = X.copy()
+    X[:, 3] = 0
+    new = _cells(X, np.arange(1, 24, 2))
+    with pytest.warns(AllZeroWarning, match="1 new cell.*no counts in the reference's genes"):
+        predict_cells(new, reference)
+    assert new.obs["cdp_cluster"].isna().tolist() == [j == 3 for j in range(1, 24, 2)]
+    assert new.obs["cdp_probability"].isna().tolist() == [j == 3 for j in range(1, 24, 2)]
+    assert not new.obsm["cdp_biclusters"][1].any() and not new.obsm["cdp_cluster_probability"][1].any()
+
+
+def test_new_cells_bad_input_is_a_clear_error(halves):
+    X, reference, _ = halves
+    new = _cells(X, np.arange(1, 24, 2))
+    with pytest.raises(ValueError, match=r"1 of the reference's 16 genes are not in adata.X's genes \(e.g. 'gene4'"):
+        predict_cells(new[:, [i for i in range(16) if i != 4]].copy(), reference)
+    duplicated = new.copy()
+    duplicated.var_names = ["gene0"] + list(new.var_names[1:-1]) + ["gene0"]
+    with pytest.raises(ValueError, match="genes of adata.X are not unique"):
+        predict_cells(duplicated, reference)
+    with pytest.raises(ValueError, match="not those conjoined.anndata.cdp was fitted on: 16 genes .* 15 now"):
+        predict_cells(new, reference[:, 1:].copy())
+    with pytest.raises(KeyError, match="reference.uns has no 'other'"):
+        predict_cells(new, reference, key="other")
+    older = reference.copy()
+    del older.uns["cdp"]["cell_classifier"]
+    with pytest.raises(KeyError, match="older version of conjoined"):
+        predict_cells(new, older)
+    lognorm = new.copy()
+    lognorm.X = lognorm.X.log1p()
+    with pytest.raises(ValueError, match="adata.X contains non-integer.*raw counts"):
+        predict_cells(lognorm, reference)
+    with pytest.raises(TypeError, match="reference must be an anndata.AnnData"):
+        predict_cells(new, X)
+    with pytest.raises(ValueError, match="key_added must be a non-empty str"):
+        predict_cells(new, reference, key_added="a/b")
+    assert list(new.obs.columns) == [] and list(new.obsm) == []
+
+
+def test_new_genes_get_the_estimators_probabilities_with_cells_matched_by_name():
+    """Genes left out of the fit (the odd ones) classified over the fitted cells, given in another order and with
+    a cell the reference lacks."""
+    X, _, _ = make_biclusters_counts((24, 16), [(slice(0, 10), slice(0, 6))], 6000, 0.8, random_state=0)
+    reference = _cells(X, np.arange(16), np.arange(0, 24, 2))
+    cdp(reference, **PARAMS)
+    model = _reference_model(X[::2])
+    X_more = np.hstack([X, np.full((24, 1), 5)])
+    new = _cells(X_more, np.r_[np.arange(15, -1, -1), 16], np.arange(1, 24, 2))
+    with pytest.raises(ValueError, match="1 of the reference's 16 cells are not in adata.X's cells"):
+        predict_genes(new[1:].copy(), reference)
+    predict_genes(new, reference)
+
+    expected = model.predict_row_proba(X[1::2])
+    np.testing.assert_allclose(new.varm["cdp_cluster_probability"], expected, rtol=1e-12)
+    labels = model.predict_rows(X[1::2])
+    np.testing.assert_array_equal(new.var["cdp_cluster"].cat.codes, labels)
+    np.testing.assert_allclose(new.var["cdp_probability"], expected[np.arange(12), labels])
+    np.testing.assert_array_equal(new.varm["cdp_biclusters"], model.bicluster_row_clusters_[:, labels].T)
+    assert new.varm["cdp_biclusters"].any(axis=1).tolist() == [i < 10 for i in range(1, 24, 2)]
+    assert "cdp_cluster" not in new.obs

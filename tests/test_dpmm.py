@@ -269,7 +269,10 @@ def test_progress_bar_redraws_at_its_own_pace_not_every_iteration(capsys, monkey
     pytest.importorskip("tqdm")
     import time
 
+    from conjoined import _progress
     from conjoined.dpmm import estimator
+
+    monkeypatch.setattr(_progress, "_interactive", lambda stream: True)  # as on a terminal
 
     step = estimator.sampler.step
 
@@ -289,6 +292,9 @@ def test_progress_bar_redraws_at_its_own_pace_not_every_iteration(capsys, monkey
 def test_plain_progress_line_without_tqdm_shows_the_number_of_clusters(capsys, monkeypatch):
     import builtins
 
+    from conjoined import _progress
+
+    monkeypatch.setattr(_progress, "_interactive", lambda stream: True)
     real_import = builtins.__import__
 
     def no_tqdm(name, *args, **kwargs):
@@ -302,6 +308,16 @@ def test_plain_progress_line_without_tqdm_shows_the_number_of_clusters(capsys, m
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("DPMM on 30 points: 20/20 (")
     assert last.endswith(f", K={model.n_clusters_})")
+
+
+def test_progress_into_a_file_is_a_line_at_the_end_of_a_short_fit(capsys):
+    """stderr captured (not a terminal, as a redirected log): no bar redrawn in place, one plain line per loop
+    every 30 s and at its end."""
+    X, _ = multinomial_mixture(3, n=30)
+    model = conjoined.DPMM(n_iter=50, random_state=0, verbose=True).fit(X)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "\r" not in lines[0]
+    assert lines[0].startswith("DPMM on 30 points: 50/50 (") and lines[0].endswith(f", K={model.n_clusters_})")
 
 
 def test_log_posterior_matches_its_formula_at_the_end():

@@ -1,4 +1,6 @@
-"""Progress bars for long loops: tqdm when it is installed, a plain stderr line otherwise."""
+"""Progress bars for long loops: tqdm where it can redraw in place (a terminal, a notebook) and is installed; a plain
+stderr line otherwise, every 2 s on a terminal and every 30 s into a file or pipe, whose log it would otherwise
+fill."""
 
 from __future__ import annotations
 
@@ -7,16 +9,17 @@ import time
 
 
 class _PlainBar:
-    """A line on stderr at most every 2 s (and at the end): done/total, elapsed time and the postfix."""
+    """A line on stderr at most every ``every`` seconds (and at the end): done/total, elapsed time and the
+    postfix."""
 
-    def __init__(self, total, desc):
-        self.total, self.desc, self.done, self.postfix = total, desc, 0, ""
+    def __init__(self, total, desc, every):
+        self.total, self.desc, self.every, self.done, self.postfix = total, desc, every, 0, ""
         self.start = self.last = time.perf_counter()
 
     def update(self, n=1):
         self.done += n
         now = time.perf_counter()
-        if now - self.last >= 2.0 or self.done == self.total:
+        if now - self.last >= self.every or self.done == self.total:
             self.last = now
             postfix = f", {self.postfix}" if self.postfix else ""
             print(f"{self.desc}: {self.done}/{self.total} ({now - self.start:.1f} s{postfix})", file=sys.stderr)
@@ -39,12 +42,21 @@ class _NoBar:
         pass
 
 
+def _interactive(stream):
+    """Whether a bar can redraw in place on ``stream``: a terminal, or a Jupyter kernel's stream (tqdm draws a
+    widget there)."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty()) or type(stream).__module__.startswith("ipykernel")
+
+
 def progress_bar(total, desc, enabled):
     """An object with ``update``, ``set_postfix_str`` and ``close``; silent when ``enabled`` is false."""
     if not enabled:
         return _NoBar()
+    if not _interactive(sys.stderr):
+        return _PlainBar(total, desc, every=30.0)
     try:
         from tqdm.auto import tqdm
     except ImportError:
-        return _PlainBar(total, desc)
+        return _PlainBar(total, desc, every=2.0)
     return tqdm(total=total, desc=desc, leave=False, file=sys.stderr)

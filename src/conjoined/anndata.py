@@ -22,9 +22,9 @@ from .cdp import (
     pair_cluster_masks,
 )
 from .dpmm.estimator import fresh_seed
-from .predict import label_probabilities
+from .predict import SideClassifier, cluster_probabilities, label_probabilities, most_probable
 
-__all__ = ["cdp", "fitted_view", "SINGLE_CELL_DEFAULTS"]
+__all__ = ["cdp", "predict_cells", "predict_genes", "fitted_view", "SINGLE_CELL_DEFAULTS"]
 
 #: CDP parameters that :func:`cdp` sets unless given. Genes and cells are read by profile: a cell's total
 #: (library size) and a gene's total are nuisance, and under CDP's Poisson defaults the mixtures cut cell types
@@ -196,7 +196,10 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
           each iteration of the last mixture run of each side), and ``params`` (the estimator's parameters,
           those left at None omitted, plus ``layer`` / ``use_raw``). Without ``random_state`` (and without
           ``checkpoint``) a seed is drawn at random and recorded there, so that the run can be repeated; a
-          Generator or RandomState is recorded by its repr only.
+          Generator or RandomState is recorded by its repr only. ``cell_classifier`` and ``gene_classifier``:
+          what :func:`predict_cells` and :func:`predict_genes` need (CDP's ``column_classifier_`` and
+          ``row_classifier_`` without the other side's clusters, which are ``var`` / ``obs[f"{key}_cluster"]``,
+          and the number of items in each of those clusters).
 
         Everything round-trips through ``write_h5ad`` / ``read_h5ad``.
 
@@ -281,8 +284,189 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         "gene_k_trace": np.asarray(model.row_dpmm_.n_clusters_trace_, dtype=np.int64),
         "cell_k_trace": np.asarray(model.column_dpmm_.n_clusters_trace_, dtype=np.int64),
         "params": {**_storable_params(model.get_params()), **run, "use_raw": use_raw},
+        "cell_classifier": _storable_classifier(model.column_classifier_, model.n_row_clusters_),
+        "gene_classifier": _storable_classifier(model.row_classifier_, model.n_column_clusters_),
     }
     return adata if copy else None
+
+
+# Each side of AnnData: (its name, the other side's, the frame of its annotations, its keys' store of arrays, the
+# other side's frame, the AnnData axis of its items).
+_SIDES = {
+    "cell": ("cell", "gene", "obs", "obsm", "var", 0),
+    "gene": ("gene", "cell", "var", "varm", "obs", 1),
+}
+
+
+def _storable_classifier(classifier, n_other_clusters):
+    """A side's classifier (:class:`conjoined.predict.SideClassifier`) as .h5ad-writable arrays; the other side's
+    clusters are left to ``obs`` / ``var`` and their sizes kept, to tell a reference whose other side was changed
+    after the fit."""
+    other_labels = classifier.other_labels
+    return {
+        "log_rates": classifier.log_rates,
+        "exposure": classifier.exposure,
+        "log_weights": classifier.log_weights,
+        "dispersion": np.float64(classifier.dispersion),
+        "other_cluster_sizes": np.bincount(other_labels[other_labels >= 0], minlength=n_other_clusters
+                                           ).astype(np.int64),
+    }
+
+
+def _reference_classifier(reference, key, side):
+    """The stored classifier of ``reference``'s new ``side`` items over the other side's clustered items,
+    ``(SideClassifier, their names)``; a clear error when :func:`cdp` stored none or the reference's other side is
+    not the one it was fitted on."""
+    name, other, _, _, other_frame, _ = _SIDES[side]
+    if key not in reference.uns:
+        raise KeyError(f"reference.uns has no {key!r}: run conjoined.anndata.cdp(reference, key_added={key!r}) "
+                       "first")
+    stored = reference.uns[key]
+    if f"{name}_classifier" not in stored:
+        raise KeyError(f"reference.uns[{key!r}] holds no {name}_classifier: it was written by an older version of "
+                       "conjoined; run conjoined.anndata.cdp on the reference again")
+    fitted = stored[f"{name}_classifier"]
+    other_labels = _stored_labels(getattr(reference, other_frame)[f"{key}_cluster"])
+    sizes = np.asarray(fitted["other_cluster_sizes"], dtype=np.int64)
+    found = np.bincount(other_labels[other_labels >= 0], minlength=len(sizes))
+    if len(found) != len(sizes) or not np.array_equal(found, sizes):
+        raise ValueError(f"the reference's {other}s are not those conjoined.anndata.cdp was fitted on: "
+                         f"{sizes.sum()} {other}s in its {other} clusters then, {found.sum()} now (subset after the "
+                         f"fit?); new {name}s can only be classified over all the fitted {other}s")
+    clustered = other_labels >= 0  # items set aside in the fit classify nothing
+    arrays = (np.asarray(fitted[field], np.float64) for field in ("log_rates", "exposure", "log_weights"))
+    classifier = SideClassifier(*arrays, float(fitted["dispersion"]), other_labels[clustered])
+    names = reference.var_names if other == "gene" else reference.obs_names
+    return classifier, names[clustered]
+
+
+def _over_fitted(matrix, given, fitted, axis, other, where):
+    """``matrix`` (cells x genes) with its ``axis`` (the other side's items, named ``given``) put in the order of
+    the ``fitted`` names, items the fit did not have dropped, and that axis last. ValueError naming a fitted item
+    that is missing."""
+    if not given.is_unique:
+        renamer = "var_names_make_unique" if other == "gene" else "obs_names_make_unique"
+        raise ValueError(f"the {other}s of {where} are not unique (adata.{renamer}() renames them)")
+    position = given.get_indexer(fitted)
+    missing = np.flatnonzero(position < 0)
+    if missing.size:
+        raise ValueError(f"{missing.size} of the reference's {len(fitted)} {other}s are not in {where}'s {other}s "
+                         f"(e.g. {str(fitted[missing[0]])!r}): new items are classified over every fitted {other}")
+    return matrix[:, position] if axis == 1 else matrix[position].T
+
+
+def _predict(adata, reference, side, key, key_added, layer, use_raw, copy):
+    """:func:`predict_cells` (``side="cell"``) and :func:`predict_genes` (``side="gene"``)."""
+    anndata, pandas = _require_anndata()
+    name, other, frame, store, _, axis = _SIDES[side]
+    for argument, value in (("adata", adata), ("reference", reference)):
+        if not isinstance(value, anndata.AnnData):
+            raise TypeError(f"{argument} must be an anndata.AnnData, got {type(value).__name__}")
+    _check_key(key)
+    key_added = key if key_added is None else key_added
+    _check_key(key_added)
+    copy = check_bool(copy, "copy")
+    use_raw = False if use_raw is None else check_bool(use_raw, "use_raw")
+    classifier, fitted = _reference_classifier(reference, key, side)
+    matrix, where = _counts_source(adata, layer, use_raw)
+    matrix = _in_memory(matrix)
+    _check_counts(matrix, where, adata)
+    matrix = sp.csr_matrix(matrix) if sp.issparse(matrix) else np.asarray(matrix)
+    given = adata.var_names if other == "gene" else adata.obs_names
+    items = _over_fitted(matrix, given, fitted, 1 - axis, other, where)
+    probabilities = cluster_probabilities(classifier, items)
+    labels = most_probable(probabilities)
+    unclassified = int((labels < 0).sum())
+    if unclassified:
+        warnings.warn(f"{unclassified} new {name}(s) of {where} have no counts in the reference's {other}s: their "
+                      f"{key_added}_cluster is missing", AllZeroWarning, stacklevel=user_stacklevel())
+    n_clusters = probabilities.shape[1]
+    masks = _joined_clusters(reference.uns[key]["biclusters"])[
+        "bicluster_column_clusters_" if side == "cell" else "bicluster_row_clusters_"]
+    joined = np.zeros((masks.shape[0], n_clusters + 1), dtype=bool)  # the last column: unassigned
+    joined[:, : masks.shape[1]] = masks
+
+    if copy:
+        adata = adata.to_memory() if adata.isbacked else adata.copy()
+    annotations, arrays = getattr(adata, frame), getattr(adata, store)
+    annotations[f"{key_added}_cluster"] = _categorical(labels, n_clusters, pandas)
+    annotations[f"{key_added}_probability"] = label_probabilities(probabilities, labels, np.nan)
+    arrays[f"{key_added}_cluster_probability"] = probabilities
+    arrays[f"{key_added}_biclusters"] = np.ascontiguousarray(joined[:, labels].T)
+    return adata if copy else None
+
+
+_PREDICT_PARAMETERS = """
+    reference : anndata.AnnData
+        An AnnData that :func:`cdp` wrote into under ``key``, with the {other}s it was fitted on.
+    key : str, default="cdp"
+        The reference's ``key_added``.
+    key_added : str, optional
+        Prefix of the keys written into ``adata`` (None: ``key``).
+    layer, use_raw, copy
+        As for :func:`cdp`, on ``adata``.
+
+    Returns
+    -------
+    anndata.AnnData or None
+        The copy when ``copy``, else None. Written (``key`` = ``key_added``):
+
+        - ``{frame}[f"{{key}}_cluster"]``: the most probable {name} cluster (categorical, the reference's
+          categories; missing for a {name} without counts in the fitted {other}s, with an ``AllZeroWarning``).
+        - ``{frame}[f"{{key}}_probability"]``: the posterior probability of that cluster (NaN where missing).
+        - ``{store}[f"{{key}}_cluster_probability"]`` (n_new_{name}s, K): each {name} cluster's probability (zeros
+          where missing).
+        - ``{store}[f"{{key}}_biclusters"]`` (n_new_{name}s, B): bool, the biclusters whose {name} clusters hold the
+          {name}'s cluster (the reference's ``uns[key]["biclusters"]``, in its order; the test that lets a fitted
+          {name} join a bicluster of another cluster is not run on new {name}s).
+
+    Raises
+    ------
+    KeyError
+        ``reference`` holds no results of :func:`cdp` under ``key`` (or results of a version that stored no
+        classifier).
+    ValueError
+        A reference {other} missing from ``adata``, {other}s of ``adata`` not unique, a reference subset by
+        {other}s after its fit, a matrix that is not counts, or the bad options :func:`cdp` refuses.
+"""
+
+
+def predict_cells(adata, reference, key="cdp", key_added=None, layer=None, use_raw=False, copy=False):
+    return _predict(adata, reference, "cell", key, key_added, layer, use_raw, copy)
+
+
+def predict_genes(adata, reference, key="cdp", key_added=None, layer=None, use_raw=False, copy=False):
+    return _predict(adata, reference, "gene", key, key_added, layer, use_raw, copy)
+
+
+predict_cells.__doc__ = """Classify new cells among the cell clusters of a reference fitted by :func:`cdp`.
+
+    Each new cell is read by its counts summed over the reference's gene clusters and gets the posterior
+    probability of each cell cluster under the block model that decided the reference's cells
+    (:mod:`conjoined.predict`; CDP's ``predict_column_proba``): a second sample or batch mapped onto the
+    reference. The reference is not changed.
+
+    Parameters
+    ----------
+    adata : anndata.AnnData, shape (n_new_cells, n_genes)
+        The new cells; raw counts in the chosen matrix, with every gene of ``reference`` that has a cluster among
+        ``adata.var_names`` (matched by name; genes the reference lacks are left out).""" + _PREDICT_PARAMETERS.format(
+    name="cell", other="gene", frame="obs", store="obsm")
+
+predict_genes.__doc__ = """Classify new genes among the gene clusters of a reference fitted by :func:`cdp`.
+
+    Each new gene is read by its counts summed over the reference's cell clusters and gets the posterior
+    probability of each gene cluster under the block model that decided the reference's genes (CDP's
+    ``predict_row_proba``): genes left out of the fit, such as those beyond the highly variable ones, put into the
+    fitted gene programmes. The reference is not changed.
+
+    Parameters
+    ----------
+    adata : anndata.AnnData, shape (n_cells, n_new_genes)
+        The new genes over the reference's cells; raw counts in the chosen matrix, with every cell of
+        ``reference`` that has a cluster among ``adata.obs_names`` (matched by name; cells the reference lacks are
+        left out).""" + _PREDICT_PARAMETERS.format(
+    name="gene", other="cell", frame="var", store="varm")
 
 
 def _cluster_lists(masks):
