@@ -597,6 +597,20 @@ def test_atomic_output_dir_success_and_refusal(tmp_path):
     assert (out / "summary.json").exists()
 
 
+def test_atomic_output_dir_names_the_folders_a_killed_run_left(tmp_path):
+    """A run killed while writing leaves its hidden staging folder; the next run writing there says so and leaves
+    it alone (another run may still be writing into it)."""
+    killed = tmp_path / ".results.partial-0123456789ab"
+    killed.mkdir()
+    (tmp_path / ".other.partial-0123456789ab").mkdir()  # another output's
+    (tmp_path / ".results.partial-notours").mkdir()
+    with pytest.warns(conjoined.io.LeftoverWarning, match=r"1 hidden folder\(s\) left by an earlier run writing "
+                      r"results .*\(\.results\.partial-0123456789ab\); remove them"):
+        with atomic_output_dir(tmp_path / "results") as staging:
+            write_json(staging / "a.json", {})
+    assert killed.is_dir() and (tmp_path / "results" / "a.json").is_file()
+
+
 def test_atomic_output_dir_failure_leaves_nothing(tmp_path):
     out = tmp_path / "deep" / "er" / "results"
     with pytest.raises(RuntimeError, match="boom"), atomic_output_dir(out) as staging:

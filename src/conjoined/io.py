@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import glob
 import gzip
 import json
 import numbers
@@ -36,6 +37,7 @@ from ._stack import user_stacklevel
 
 __all__ = [
     "LabeledMatrix",
+    "LeftoverWarning",
     "atomic_output_dir",
     "atomic_output_file",
     "read_matrix",
@@ -617,6 +619,16 @@ def _temporary_sibling(path, kind):
     return path.with_name(f".{path.stem}.{kind}-{uuid.uuid4().hex[:12]}{path.suffix}")
 
 
+def _leftovers(path, own):
+    """The hidden siblings of ``path`` that :func:`atomic_output_dir` makes (``own`` aside): an earlier run's
+    staging or moved-aside folders, left where it was killed before it could remove them."""
+    path = Path(path)
+    stem, suffix = glob.escape(path.stem), glob.escape(path.suffix)
+    found = {sibling for kind in ("partial", "replaced")
+             for sibling in path.parent.glob(f".{stem}.{kind}-{'[0-9a-f]' * 12}{suffix}")}
+    return sorted(sibling.name for sibling in found - {own})
+
+
 def _entry_location(path):
     """Where the directory entry ``path`` names: its folder resolved, its own name kept (a symlink stays itself,
     as a rename moves the link, not its target)."""
@@ -721,6 +733,12 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
         named = type(exc)(f"cannot write the results to {path}: {exc.strerror}")
         named.errno = exc.errno
         raise named from None
+    leftovers = _leftovers(parent / path.name, staging)
+    if leftovers:
+        shown = ", ".join(leftovers[:3]) + (", ..." if len(leftovers) > 3 else "")
+        warnings.warn(f"{parent}: {len(leftovers)} hidden folder(s) left by an earlier run writing {path.name} that "
+                      f"was killed before it finished ({shown}); remove them unless that run is still going",
+                      LeftoverWarning, stacklevel=user_stacklevel())
     try:
         yield staging
         with _signals_deferred():
@@ -771,6 +789,10 @@ def writing_results(staging, path):
         named = type(exc)(f"cannot write the results to {path}: {exc.strerror or exc}{writing}")
         named.errno = exc.errno
         raise named from exc
+
+
+class LeftoverWarning(UserWarning):
+    """Hidden folders beside an output directory, left by an earlier run killed while writing it."""
 
 
 class ResultsKeptElsewhere(FileExistsError):
