@@ -23,6 +23,7 @@ probabilities right, and do held-out documents cluster as well as fitted ones?
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -95,8 +96,6 @@ def newsgroups(path):
 
 
 def pbmc(n_iter):
-    import sys
-
     from conjoined.anndata import cdp, predict_cells
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))

@@ -421,13 +421,15 @@ def test_new_cells_without_counts_in_the_fitted_genes_are_missing(halves):
 def test_new_cells_bad_input_is_a_clear_error(halves):
     X, reference, _ = halves
     new = _cells(X, np.arange(1, 24, 2))
-    with pytest.raises(ValueError, match=r"1 of the reference's 16 genes are not in adata.X's genes \(e.g. 'gene4'"):
+    with pytest.raises(ValueError, match=r"1 of the reference's 16 genes are not in adata.X's genes \(e.g. 'gene4'"
+                                         r".*put back as zeros"):
         predict_cells(new[:, [i for i in range(16) if i != 4]].copy(), reference)
     duplicated = new.copy()
     duplicated.var_names = ["gene0"] + list(new.var_names[1:-1]) + ["gene0"]
-    with pytest.raises(ValueError, match="genes of adata.X are not unique"):
+    with pytest.raises(ValueError, match="'gene0' names more than one of adata.X's genes"):
         predict_cells(duplicated, reference)
-    with pytest.raises(ValueError, match="not those conjoined.anndata.cdp was fitted on: 16 genes .* 15 now"):
+    with pytest.raises(ValueError, match=r"reference.var\['cdp_cluster'\] is not what conjoined.anndata.cdp wrote: "
+                                         r"16 genes in its \d+ clusters then, 15 now"):
         predict_cells(new, reference[:, 1:].copy())
     with pytest.raises(KeyError, match="reference.uns has no 'other'"):
         predict_cells(new, reference, key="other")
@@ -435,6 +437,10 @@ def test_new_cells_bad_input_is_a_clear_error(halves):
     del older.uns["cdp"]["cell_classifier"]
     with pytest.raises(KeyError, match="older version of conjoined"):
         predict_cells(new, older)
+    without = reference.copy()
+    del without.var["cdp_cluster"]
+    with pytest.raises(KeyError, match="reference.var has no 'cdp_cluster'"):
+        predict_cells(new, without)
     lognorm = new.copy()
     lognorm.X = lognorm.X.log1p()
     with pytest.raises(ValueError, match="adata.X contains non-integer.*raw counts"):
@@ -443,7 +449,64 @@ def test_new_cells_bad_input_is_a_clear_error(halves):
         predict_cells(new, X)
     with pytest.raises(ValueError, match="key_added must be a non-empty str"):
         predict_cells(new, reference, key_added="a/b")
+    with pytest.raises(ValueError, match="^key must be a non-empty str"):
+        predict_cells(new, reference, key="a/b")
     assert list(new.obs.columns) == [] and list(new.obsm) == []
+
+
+def test_new_cells_never_overwrite_results_of_cdp(halves):
+    X, reference, _ = halves
+    kept = reference.copy()
+    with pytest.raises(ValueError, match="adata.uns holds 'cdp', results of conjoined.anndata.cdp"):
+        predict_cells(reference, reference)
+    _assert_same_results(reference, kept)
+    predict_cells(reference, reference, key_added="again")  # the user's choice: new keys beside the fit's
+    _assert_same_results(reference, kept)
+    np.testing.assert_array_equal(reference.obs["again_cluster"], reference.obs["cdp_cluster"])
+
+
+def test_renamed_clusters_are_read_by_their_codes_and_named_in_the_new_items(halves):
+    X, reference, model = halves
+    new = _cells(X, np.arange(1, 24, 2))
+    expected = predict_cells(new, reference, copy=True)
+    names = [f"type{l}" for l in range(model.n_column_clusters_)]
+    reference.obs["cdp_cluster"] = reference.obs["cdp_cluster"].cat.rename_categories(names)
+    reference.var["cdp_cluster"] = reference.var["cdp_cluster"].cat.rename_categories(
+        [f"programme{k}" for k in range(model.n_row_clusters_)])
+    predict_cells(new, reference)
+    assert list(new.obs["cdp_cluster"].cat.categories) == names
+    np.testing.assert_array_equal(new.obs["cdp_cluster"].cat.codes, expected.obs["cdp_cluster"].cat.codes)
+    np.testing.assert_array_equal(new.obsm["cdp_cluster_probability"], expected.obsm["cdp_cluster_probability"])
+    np.testing.assert_array_equal(fitted_view(reference).row_labels_, model.block_row_labels_)
+    reference.var["cdp_cluster"] = reference.var["cdp_cluster"].cat.rename_categories(
+        lambda name: name + "x").cat.add_categories(["extra"])
+    with pytest.raises(ValueError, match="'cdp_cluster': its categories are neither the cluster numbers"):
+        predict_cells(new, reference)
+
+
+@pytest.mark.filterwarnings("ignore:Variable names are not unique")
+def test_reference_genes_named_twice_are_refused_and_other_repeats_ignored(halves):
+    X, reference, _ = halves
+    new = _cells(X, np.arange(1, 24, 2))
+    expected = predict_cells(new, reference, copy=True)
+    more = anndata.concat([new, new[:, :2]], axis=1)  # genes the reference lacks, twice
+    more.var_names = list(new.var_names) + ["other", "other"]
+    predict_cells(more, reference)
+    np.testing.assert_array_equal(more.obsm["cdp_cluster_probability"], expected.obsm["cdp_cluster_probability"])
+    twice = reference.copy()
+    twice.var_names = ["gene1"] + list(reference.var_names[1:])
+    with pytest.raises(ValueError, match="reference's gene names are not unique \\(e.g. 'gene1'\\)"):
+        predict_cells(new, twice)
+
+
+def test_new_cells_over_every_gene_of_raw(halves):
+    X, reference, _ = halves
+    new = _cells(X, np.arange(1, 24, 2))
+    expected = predict_cells(new, reference, copy=True)
+    new.raw = new
+    variable = new[:, 10:].copy()  # .raw keeps all 16 genes
+    predict_cells(variable, reference, use_raw=True)
+    np.testing.assert_array_equal(variable.obsm["cdp_cluster_probability"], expected.obsm["cdp_cluster_probability"])
 
 
 def test_new_genes_get_the_estimators_probabilities_with_cells_matched_by_name():

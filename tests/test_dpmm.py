@@ -320,6 +320,21 @@ def test_progress_into_a_file_is_a_line_at_the_end_of_a_short_fit(capsys):
     assert lines[0].startswith("DPMM on 30 points: 50/50 (") and lines[0].endswith(f", K={model.n_clusters_})")
 
 
+def test_a_plain_progress_line_says_where_an_interrupted_loop_stopped(capsys):
+    from conjoined._progress import _PlainBar
+
+    bar = _PlainBar(10, "sweeps", every=30.0)
+    for _ in range(3):
+        bar.update()
+    bar.close()
+    assert capsys.readouterr().err.startswith("sweeps: 3/10 (")
+    bar = _PlainBar(10, "sweeps", every=30.0)
+    for _ in range(10):
+        bar.update()
+    bar.close()  # the last line was the end's: not repeated
+    assert capsys.readouterr().err.count("\n") == 1
+
+
 def test_log_posterior_matches_its_formula_at_the_end():
     X, _ = multinomial_mixture(6, n=60, K=3)
     model = conjoined.DPMM(n_iter=30, random_state=0).fit(X)

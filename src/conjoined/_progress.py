@@ -1,9 +1,11 @@
 """Progress bars for long loops: tqdm where it can redraw in place (a terminal, a notebook) and is installed; a plain
 stderr line otherwise, every 2 s on a terminal and every 30 s into a file or pipe, whose log it would otherwise
-fill."""
+fill, and where a loop ends or stops. ``CONJOINED_PROGRESS=bar`` asks for tqdm where stderr is not a terminal but
+redraws in place all the same (an IDE's console)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -13,22 +15,27 @@ class _PlainBar:
     postfix."""
 
     def __init__(self, total, desc, every):
-        self.total, self.desc, self.every, self.done, self.postfix = total, desc, every, 0, ""
+        self.total, self.desc, self.every, self.done, self.shown, self.postfix = total, desc, every, 0, 0, ""
         self.start = self.last = time.perf_counter()
 
     def update(self, n=1):
         self.done += n
         now = time.perf_counter()
         if now - self.last >= self.every or self.done == self.total:
-            self.last = now
-            postfix = f", {self.postfix}" if self.postfix else ""
-            print(f"{self.desc}: {self.done}/{self.total} ({now - self.start:.1f} s{postfix})", file=sys.stderr)
+            self._show(now)
+
+    def _show(self, now):
+        self.last, self.shown = now, self.done
+        postfix = f", {self.postfix}" if self.postfix else ""
+        print(f"{self.desc}: {self.done}/{self.total} ({now - self.start:.1f} s{postfix})", file=sys.stderr)
 
     def set_postfix_str(self, text, refresh=True):
         self.postfix = text
 
     def close(self):
-        pass
+        """A last line where the loop stopped short of its end (interrupted) since the line before."""
+        if self.done != self.shown:
+            self._show(time.perf_counter())
 
 
 class _NoBar:
@@ -46,7 +53,8 @@ def _interactive(stream):
     """Whether a bar can redraw in place on ``stream``: a terminal, or a Jupyter kernel's stream (tqdm draws a
     widget there)."""
     isatty = getattr(stream, "isatty", None)
-    return bool(isatty is not None and isatty()) or type(stream).__module__.startswith("ipykernel")
+    return (bool(isatty is not None and isatty()) or type(stream).__module__.startswith("ipykernel")
+            or os.environ.get("CONJOINED_PROGRESS") == "bar")
 
 
 def progress_bar(total, desc, enabled):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 from types import MappingProxyType, SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -92,11 +93,10 @@ def _check_counts(matrix, where, adata):
         ) from None
 
 
-def _check_key(key_added):
-    if not isinstance(key_added, str) or not key_added or "/" in key_added:
-        raise ValueError(
-            f"key_added must be a non-empty str without '/' (the prefix of every key written), got {key_added!r}"
-        )
+def _check_key(key, name="key_added"):
+    if not isinstance(key, str) or not key or "/" in key:
+        raise ValueError(f"{name} must be a non-empty str without '/' (the prefix of every key written), "
+                         f"got {key!r}")
 
 
 def _check_size(matrix, where):
@@ -290,12 +290,19 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     return adata if copy else None
 
 
-# Each side of AnnData: (its name, the other side's, the frame of its annotations, its keys' store of arrays, the
-# other side's frame, the AnnData axis of its items).
-_SIDES = {
-    "cell": ("cell", "gene", "obs", "obsm", "var", 0),
-    "gene": ("gene", "cell", "var", "varm", "obs", 1),
-}
+class _Side(NamedTuple):
+    """One side of an AnnData as the classifiers of new items see it."""
+
+    name: str  # "cell" or "gene"
+    other: str  # the other side's name
+    frame: str  # where its items' annotations go: "obs" or "var"
+    arrays: str  # where its items' arrays go: "obsm" or "varm"
+    other_frame: str
+    axis: int  # its items' axis in an AnnData (cells x genes)
+
+
+_SIDES = {"cell": _Side("cell", "gene", "obs", "obsm", "var", 0),
+          "gene": _Side("gene", "cell", "var", "varm", "obs", 1)}
 
 
 def _storable_classifier(classifier, n_other_clusters):
@@ -313,133 +320,133 @@ def _storable_classifier(classifier, n_other_clusters):
     }
 
 
+def _cluster_column(adata, frame, key):
+    column = f"{key}_cluster"
+    if column not in getattr(adata, frame):
+        raise KeyError(f"reference.{frame} has no {column!r}: it is not the AnnData conjoined.anndata.cdp wrote "
+                       f"into with key_added={key!r}")
+    return getattr(adata, frame)[column]
+
+
 def _reference_classifier(reference, key, side):
     """The stored classifier of ``reference``'s new ``side`` items over the other side's clustered items,
     ``(SideClassifier, their names)``; a clear error when :func:`cdp` stored none or the reference's other side is
     not the one it was fitted on."""
-    name, other, _, _, other_frame, _ = _SIDES[side]
     if key not in reference.uns:
         raise KeyError(f"reference.uns has no {key!r}: run conjoined.anndata.cdp(reference, key_added={key!r}) "
                        "first")
     stored = reference.uns[key]
-    if f"{name}_classifier" not in stored:
-        raise KeyError(f"reference.uns[{key!r}] holds no {name}_classifier: it was written by an older version of "
-                       "conjoined; run conjoined.anndata.cdp on the reference again")
-    fitted = stored[f"{name}_classifier"]
-    other_labels = _stored_labels(getattr(reference, other_frame)[f"{key}_cluster"])
+    if f"{side.name}_classifier" not in stored:
+        raise KeyError(f"reference.uns[{key!r}] holds no {side.name}_classifier: it was written by an older "
+                       "version of conjoined; run conjoined.anndata.cdp on the reference again")
+    fitted = stored[f"{side.name}_classifier"]
     sizes = np.asarray(fitted["other_cluster_sizes"], dtype=np.int64)
+    other_labels = _stored_labels(_cluster_column(reference, side.other_frame, key), len(sizes))
     found = np.bincount(other_labels[other_labels >= 0], minlength=len(sizes))
     if len(found) != len(sizes) or not np.array_equal(found, sizes):
-        raise ValueError(f"the reference's {other}s are not those conjoined.anndata.cdp was fitted on: "
-                         f"{sizes.sum()} {other}s in its {other} clusters then, {found.sum()} now (subset after the "
-                         f"fit?); new {name}s can only be classified over all the fitted {other}s")
+        raise ValueError(
+            f"reference.{side.other_frame}[{key + '_cluster'!r}] is not what conjoined.anndata.cdp wrote: "
+            f"{sizes.sum()} {side.other}s in its {len(sizes)} clusters then, {found.sum()} now, cluster by cluster "
+            f"{sizes.tolist()[:8]} then, {found.tolist()[:8]} now ({side.other}s subset, or their clusters "
+            f"changed, after the fit?); new {side.name}s are classified over the fitted {side.other}s' clusters")
     clustered = other_labels >= 0  # items set aside in the fit classify nothing
+    names = (reference.var_names if side.other == "gene" else reference.obs_names)[clustered]
+    if not names.is_unique:
+        raise ValueError(f"the reference's {side.other} names are not unique (e.g. "
+                         f"{str(names[names.duplicated()][0])!r}): new {side.name}s' {side.other}s cannot be "
+                         "matched to them by name")
     arrays = (np.asarray(fitted[field], np.float64) for field in ("log_rates", "exposure", "log_weights"))
-    classifier = SideClassifier(*arrays, float(fitted["dispersion"]), other_labels[clustered])
-    names = reference.var_names if other == "gene" else reference.obs_names
-    return classifier, names[clustered]
+    return SideClassifier(*arrays, float(fitted["dispersion"]), other_labels[clustered]), names
 
 
-def _over_fitted(matrix, given, fitted, axis, other, where):
-    """``matrix`` (cells x genes) with its ``axis`` (the other side's items, named ``given``) put in the order of
-    the ``fitted`` names, items the fit did not have dropped, and that axis last. ValueError naming a fitted item
-    that is missing."""
-    if not given.is_unique:
-        renamer = "var_names_make_unique" if other == "gene" else "obs_names_make_unique"
-        raise ValueError(f"the {other}s of {where} are not unique (adata.{renamer}() renames them)")
-    position = given.get_indexer(fitted)
-    missing = np.flatnonzero(position < 0)
-    if missing.size:
-        raise ValueError(f"{missing.size} of the reference's {len(fitted)} {other}s are not in {where}'s {other}s "
-                         f"(e.g. {str(fitted[missing[0]])!r}): new items are classified over every fitted {other}")
-    return matrix[:, position] if axis == 1 else matrix[position].T
+def _over_fitted(matrix, given, fitted, side, where):
+    """The new ``side`` items of ``matrix`` (cells x genes) over the ``fitted`` items of the other side, matched by
+    name (``given``, the names along the other side's axis) and put in the order of ``fitted`` (items the fit did
+    not have dropped): an (n_new, n_fitted) matrix. ValueError naming a fitted item that is missing or repeated."""
+    position = {}
+    for index, name in enumerate(given):
+        position.setdefault(name, []).append(index)
+    repeated = next((name for name in fitted if len(position.get(name, ())) > 1), None)
+    if repeated is not None:
+        raise ValueError(f"{repeated!r} names more than one of {where}'s {side.other}s: a fitted {side.other} "
+                         "must be named once")
+    missing = [name for name in fitted if name not in position]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} of the reference's {len(fitted)} {side.other}s are not in {where}'s {side.other}s "
+            f"(e.g. {str(missing[0])!r}): new {side.name}s are classified over every fitted {side.other}; "
+            f"{side.other}s dropped from the new data for having no counts there must be put back as zeros")
+    order = np.array([position[name][0] for name in fitted], dtype=np.int64)
+    return matrix[:, order] if side.axis == 0 else matrix[order].T
+
+
+def _new_counts(adata, side, layer, use_raw):
+    """``(matrix cells x genes, the names along the other side's axis, description)`` of the new items' counts.
+    New cells are read over every gene of ``.raw`` with ``use_raw``; new genes, which are written into ``var``,
+    over ``.raw``'s columns of ``var_names``, as :func:`cdp` reads it."""
+    if side.name == "cell" and use_raw:
+        _counts_source(adata, layer, use_raw)  # the same errors as cdp's
+        return adata.raw.X, adata.raw.var_names, "adata.raw.X"
+    matrix, where = _counts_source(adata, layer, use_raw)
+    return matrix, (adata.var_names if side.name == "cell" else adata.obs_names), where
+
+
+def _side_categories(reference, side, key, n_clusters):
+    """The categories of the reference's clusters of ``side``: its own, renamed or not, where it keeps all
+    ``n_clusters``, else ``"0"``, ``"1"``, ..."""
+    column = getattr(reference, side.frame).get(f"{key}_cluster")
+    categories = getattr(getattr(column, "cat", None), "categories", ())
+    return list(categories) if len(categories) == n_clusters else [str(k) for k in range(n_clusters)]
 
 
 def _predict(adata, reference, side, key, key_added, layer, use_raw, copy):
-    """:func:`predict_cells` (``side="cell"``) and :func:`predict_genes` (``side="gene"``)."""
+    """:func:`predict_cells` and :func:`predict_genes`: ``side`` is ``_SIDES["cell"]`` or ``_SIDES["gene"]``."""
     anndata, pandas = _require_anndata()
-    name, other, frame, store, _, axis = _SIDES[side]
     for argument, value in (("adata", adata), ("reference", reference)):
         if not isinstance(value, anndata.AnnData):
             raise TypeError(f"{argument} must be an anndata.AnnData, got {type(value).__name__}")
-    _check_key(key)
+    _check_key(key, "key")
     key_added = key if key_added is None else key_added
     _check_key(key_added)
+    if key_added in adata.uns:
+        raise ValueError(f"adata.uns holds {key_added!r}, results of conjoined.anndata.cdp that new {side.name}s' "
+                         f"clusters would overwrite in part: pass key_added= another prefix")
     copy = check_bool(copy, "copy")
     use_raw = False if use_raw is None else check_bool(use_raw, "use_raw")
+    if adata.isbacked and adata.is_view and not copy:
+        raise ValueError("adata is a view of a backed AnnData, which cannot be written into: pass copy=True")
     classifier, fitted = _reference_classifier(reference, key, side)
-    matrix, where = _counts_source(adata, layer, use_raw)
+    matrix, given, where = _new_counts(adata, side, layer, use_raw)
     matrix = _in_memory(matrix)
     _check_counts(matrix, where, adata)
     matrix = sp.csr_matrix(matrix) if sp.issparse(matrix) else np.asarray(matrix)
-    given = adata.var_names if other == "gene" else adata.obs_names
-    items = _over_fitted(matrix, given, fitted, 1 - axis, other, where)
+    items = _over_fitted(matrix, given, fitted, side, where)
     probabilities = cluster_probabilities(classifier, items)
     labels = most_probable(probabilities)
     unclassified = int((labels < 0).sum())
     if unclassified:
-        warnings.warn(f"{unclassified} new {name}(s) of {where} have no counts in the reference's {other}s: their "
-                      f"{key_added}_cluster is missing", AllZeroWarning, stacklevel=user_stacklevel())
+        warnings.warn(f"{unclassified} new {side.name}(s) of {where} have no counts in the reference's "
+                      f"{side.other}s: their {key_added}_cluster is missing", AllZeroWarning,
+                      stacklevel=user_stacklevel())
     n_clusters = probabilities.shape[1]
     masks = _joined_clusters(reference.uns[key]["biclusters"])[
-        "bicluster_column_clusters_" if side == "cell" else "bicluster_row_clusters_"]
+        "bicluster_column_clusters_" if side.name == "cell" else "bicluster_row_clusters_"]
     joined = np.zeros((masks.shape[0], n_clusters + 1), dtype=bool)  # the last column: unassigned
     joined[:, : masks.shape[1]] = masks
+    categories = _side_categories(reference, side, key, n_clusters)
 
     if copy:
         adata = adata.to_memory() if adata.isbacked else adata.copy()
-    annotations, arrays = getattr(adata, frame), getattr(adata, store)
-    annotations[f"{key_added}_cluster"] = _categorical(labels, n_clusters, pandas)
+    annotations, arrays = getattr(adata, side.frame), getattr(adata, side.arrays)
+    annotations[f"{key_added}_cluster"] = pandas.Categorical.from_codes(labels, categories=categories)
     annotations[f"{key_added}_probability"] = label_probabilities(probabilities, labels, np.nan)
     arrays[f"{key_added}_cluster_probability"] = probabilities
     arrays[f"{key_added}_biclusters"] = np.ascontiguousarray(joined[:, labels].T)
     return adata if copy else None
 
 
-_PREDICT_PARAMETERS = """
-    reference : anndata.AnnData
-        An AnnData that :func:`cdp` wrote into under ``key``, with the {other}s it was fitted on.
-    key : str, default="cdp"
-        The reference's ``key_added``.
-    key_added : str, optional
-        Prefix of the keys written into ``adata`` (None: ``key``).
-    layer, use_raw, copy
-        As for :func:`cdp`, on ``adata``.
-
-    Returns
-    -------
-    anndata.AnnData or None
-        The copy when ``copy``, else None. Written (``key`` = ``key_added``):
-
-        - ``{frame}[f"{{key}}_cluster"]``: the most probable {name} cluster (categorical, the reference's
-          categories; missing for a {name} without counts in the fitted {other}s, with an ``AllZeroWarning``).
-        - ``{frame}[f"{{key}}_probability"]``: the posterior probability of that cluster (NaN where missing).
-        - ``{store}[f"{{key}}_cluster_probability"]`` (n_new_{name}s, K): each {name} cluster's probability (zeros
-          where missing).
-        - ``{store}[f"{{key}}_biclusters"]`` (n_new_{name}s, B): bool, the biclusters whose {name} clusters hold the
-          {name}'s cluster (the reference's ``uns[key]["biclusters"]``, in its order; the test that lets a fitted
-          {name} join a bicluster of another cluster is not run on new {name}s).
-
-    Raises
-    ------
-    KeyError
-        ``reference`` holds no results of :func:`cdp` under ``key`` (or results of a version that stored no
-        classifier).
-    ValueError
-        A reference {other} missing from ``adata``, {other}s of ``adata`` not unique, a reference subset by
-        {other}s after its fit, a matrix that is not counts, or the bad options :func:`cdp` refuses.
-"""
-
-
 def predict_cells(adata, reference, key="cdp", key_added=None, layer=None, use_raw=False, copy=False):
-    return _predict(adata, reference, "cell", key, key_added, layer, use_raw, copy)
-
-
-def predict_genes(adata, reference, key="cdp", key_added=None, layer=None, use_raw=False, copy=False):
-    return _predict(adata, reference, "gene", key, key_added, layer, use_raw, copy)
-
-
-predict_cells.__doc__ = """Classify new cells among the cell clusters of a reference fitted by :func:`cdp`.
+    """Classify new cells among the cell clusters of a reference fitted by :func:`cdp`.
 
     Each new cell is read by its counts summed over the reference's gene clusters and gets the posterior
     probability of each cell cluster under the block model that decided the reference's cells
@@ -449,24 +456,66 @@ predict_cells.__doc__ = """Classify new cells among the cell clusters of a refer
     Parameters
     ----------
     adata : anndata.AnnData, shape (n_new_cells, n_genes)
-        The new cells; raw counts in the chosen matrix, with every gene of ``reference`` that has a cluster among
-        ``adata.var_names`` (matched by name; genes the reference lacks are left out).""" + _PREDICT_PARAMETERS.format(
-    name="cell", other="gene", frame="obs", store="obsm")
+        The new cells: raw counts in the chosen matrix, over genes named as the reference's (matched by name;
+        every gene with a reference cluster must be there, once; others are left out).
+    reference : anndata.AnnData
+        An AnnData that :func:`cdp` wrote into under ``key``, with the genes it was fitted on and their clusters
+        ``var[f"{key}_cluster"]`` (whose categories may have been renamed).
+    key : str, default="cdp"
+        The reference's ``key_added``.
+    key_added : str, optional
+        Prefix of the keys written into ``adata`` (None: ``key``); refused if ``adata.uns`` holds it (results of
+        :func:`cdp`, which the new clusters would overwrite in part: the reference itself, say).
+    layer : str, optional
+        ``adata.layers[layer]`` instead of ``adata.X``.
+    use_raw : bool, default=False
+        ``adata.raw.X`` over all its genes instead.
+    copy : bool, default=False
+        Work on (and return) a copy instead of writing into ``adata``.
 
-predict_genes.__doc__ = """Classify new genes among the gene clusters of a reference fitted by :func:`cdp`.
+    Returns
+    -------
+    anndata.AnnData or None
+        The copy when ``copy``, else None. Written (``key`` = ``key_added``):
 
-    Each new gene is read by its counts summed over the reference's cell clusters and gets the posterior
-    probability of each gene cluster under the block model that decided the reference's genes (CDP's
-    ``predict_row_proba``): genes left out of the fit, such as those beyond the highly variable ones, put into the
-    fitted gene programmes. The reference is not changed.
+        - ``obs[f"{key}_cluster"]``: the most probable cell cluster (categorical, the categories of the
+          reference's ``obs[f"{key}_cluster"]``, renamed or not; missing for a cell without counts in the fitted
+          genes, with an ``AllZeroWarning``).
+        - ``obs[f"{key}_probability"]``: the posterior probability of that cluster (NaN where missing).
+        - ``obsm[f"{key}_cluster_probability"]`` (n_new_cells, K_c): each cell cluster's probability (zeros where
+          missing).
+        - ``obsm[f"{key}_biclusters"]`` (n_new_cells, B): bool, the biclusters whose cell clusters hold the cell's
+          cluster (the reference's ``uns[key]["biclusters"]``, in its order; the test that lets a fitted cell join
+          a bicluster of another cluster is not run on new cells).
 
-    Parameters
-    ----------
-    adata : anndata.AnnData, shape (n_cells, n_new_genes)
-        The new genes over the reference's cells; raw counts in the chosen matrix, with every cell of
-        ``reference`` that has a cluster among ``adata.obs_names`` (matched by name; cells the reference lacks are
-        left out).""" + _PREDICT_PARAMETERS.format(
-    name="gene", other="cell", frame="var", store="varm")
+    Raises
+    ------
+    TypeError
+        ``adata`` or ``reference`` is not an AnnData.
+    KeyError
+        ``reference`` holds no results of :func:`cdp` under ``key`` (or results of a version that stored no
+        classifier).
+    ValueError
+        A reference gene missing from ``adata`` or named twice there, reference genes not named uniquely, a
+        reference whose genes or gene clusters changed after its fit, a matrix that is not counts, a
+        ``key_added`` already holding :func:`cdp`'s results, or the bad options :func:`cdp` refuses.
+    """
+    return _predict(adata, reference, _SIDES["cell"], key, key_added, layer, use_raw, copy)
+
+
+def predict_genes(adata, reference, key="cdp", key_added=None, layer=None, use_raw=False, copy=False):
+    """Classify new genes among the gene clusters of a reference fitted by :func:`cdp`: :func:`predict_cells`
+    with genes and cells swapped.
+
+    Each new gene is read by its counts summed over the reference's cell clusters (CDP's ``predict_row_proba``):
+    genes left out of the fit, such as those beyond the highly variable ones, put into the fitted gene
+    programmes. ``adata`` (n_cells, n_new_genes) holds the new genes over cells named as the reference's (every
+    cell with a reference cluster there, once); ``use_raw=True`` reads ``adata.raw.X`` over ``var_names``, as
+    :func:`cdp` does. Written: ``var[f"{key}_cluster"]``, ``var[f"{key}_probability"]``,
+    ``varm[f"{key}_cluster_probability"]`` (n_new_genes, K_r) and ``varm[f"{key}_biclusters"]`` (n_new_genes, B),
+    as :func:`predict_cells` writes for cells; it raises as :func:`predict_cells` does.
+    """
+    return _predict(adata, reference, _SIDES["gene"], key, key_added, layer, use_raw, copy)
 
 
 def _cluster_lists(masks):
@@ -506,8 +555,8 @@ def fitted_view(adata, key_added="cdp"):
     stored = adata.uns[key_added]
     table = stored["biclusters"]
     theta = np.asarray(stored["theta"])
-    row_labels = _stored_labels(adata.var[f"{key_added}_cluster"])
-    column_labels = _stored_labels(adata.obs[f"{key_added}_cluster"])
+    row_labels = _stored_labels(adata.var[f"{key_added}_cluster"], theta.shape[0])
+    column_labels = _stored_labels(adata.obs[f"{key_added}_cluster"], theta.shape[1])
     return SimpleNamespace(
         row_labels_=row_labels,
         column_labels_=column_labels,
@@ -530,13 +579,21 @@ def fitted_view(adata, key_added="cdp"):
     )
 
 
-def _stored_labels(column):
-    """The clusters of a ``*_cluster`` column (categories "0", "1", ...; missing: -1), read from the category
-    values: a subset of the AnnData drops unused categories, which shifts the codes."""
+def _stored_labels(column, n_clusters):
+    """The clusters 0..n_clusters-1 of a ``*_cluster`` column (missing: -1): read from the category values "0",
+    "1", ... that :func:`cdp` writes (a subset of the AnnData drops unused categories, which shifts the codes),
+    or from the codes where the categories were renamed (in place, all ``n_clusters`` of them kept)."""
     values = np.asarray(column.astype(object), dtype=object)
     missing = np.array([value is None or value != value for value in values], dtype=bool)
     labels = np.full(values.shape, -1, dtype=np.int64)
-    labels[~missing] = np.asarray(values[~missing], dtype=str).astype(np.int64)
+    named = np.asarray(values[~missing], dtype=str)
+    if all(name.isdigit() for name in named):
+        labels[~missing] = named.astype(np.int64)
+    elif hasattr(column, "cat") and len(column.cat.categories) == n_clusters:
+        labels[~missing] = np.asarray(column.cat.codes)[~missing]
+    else:
+        raise ValueError(f"{column.name!r}: its categories are neither the cluster numbers conjoined.anndata.cdp "
+                         f"wrote nor its {n_clusters} clusters renamed in place")
     return labels
 
 
