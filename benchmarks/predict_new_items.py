@@ -133,6 +133,8 @@ def main(argv=None):
     parser.add_argument("--pbmc", action="store_true", help="also the single cells of examples/pbmc.py (scanpy)")
     parser.add_argument("--pbmc-iter", type=int, default=150)
     args = parser.parse_args(argv)
+    if str(args.news) not in ("", ".") and not args.news.is_file():
+        parser.error(f"--news {args.news}: no such file (give the path of 20news_w100.mat, or '' to skip)")
     if args.replicates < 1:
         parser.error(f"--replicates must be at least 1, got {args.replicates}")
     warnings.simplefilter("ignore")  # the mixtures' warnings are not what is measured here

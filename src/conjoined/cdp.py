@@ -929,7 +929,8 @@ def _held_out(core, share, rng):
         warnings.warn(
             "X holds only 0s and 1s: a holdout of presence/absence data is not independent of the rest (each 1 "
             "falls in one part or the other, so the cells that shaped the partitions are empty in the held-out "
-            "part) and the test loses real blocks (20 Newsgroups: none left); holdout suits counts",
+            "part) and the test loses real blocks (20 Newsgroups: 17 biclusters, 3 with holdout=0.3); holdout suits "
+            "counts",
             HoldoutWarning, stacklevel=user_stacklevel(),
         )
     held = _thinned(core, share, rng)
