@@ -9,8 +9,11 @@ from sklearn.metrics import adjusted_rand_score
 
 from conjoined import CDP
 from conjoined._beta_binomial import beta_binomial_fits
+from conjoined._negative_binomial import best_shape, negative_binomial_gain
 from conjoined.datasets import load_20news_w100, make_marques_like
 from conjoined.extract import (
+    LEVEL_SHAPES,
+    LEVEL_STRIDE,
     POOLING_SHAPES,
     Biclusters,
     _block_dispersion,
@@ -30,7 +33,6 @@ from conjoined.extract import (
     _levelled_background,
     _merge_candidates,
     _merge_dispersion,
-    _negative_binomial_gain,
     _one_lift_pearson,
     _pooled_heavy_densities,
     _profile_em,
@@ -478,8 +480,27 @@ def test_level_evidence_is_exact_for_large_totals():
     shape, totals, mean = np.array([0.5, 15.0, 1e4]), np.array([30.0, 30.0, 1e6]), np.array([20.0, 20.0, 1.01e6])
     direct = (gammaln(shape + totals) - gammaln(shape) - totals * np.log(shape)
               - (shape + totals) * np.log1p(mean / shape) + mean)
-    np.testing.assert_allclose(_negative_binomial_gain(shape, totals, mean), direct, rtol=1e-9)
-    np.testing.assert_allclose(_negative_binomial_gain(1e13, 1e9, 1e9), -4.99975001666550e-05, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(negative_binomial_gain(shape, totals, mean), direct, rtol=1e-9)
+    np.testing.assert_allclose(negative_binomial_gain(1e13, 1e9, 1e9), -4.99975001666550e-05, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_shape_search_finds_the_grid_s_best_shape(seed):
+    """best_shape's coarse-then-fine search against every candidate: levels of a wide or narrow spread, none,
+    and totals below their expectation (the largest shape best)."""
+    rng = np.random.default_rng(seed)
+    for spread in (0.3, 2.0, 20.0, None, "under"):
+        expected = rng.uniform(10, 1e5, int(rng.integers(2, 300)))
+        if spread is None:
+            totals = rng.poisson(expected).astype(float)
+        elif spread == "under":
+            totals = np.round(expected)
+        else:
+            totals = rng.poisson(expected * rng.gamma(spread, 1 / spread, expected.size)).astype(float)
+        shapes = LEVEL_SHAPES * totals.max()
+        gains = negative_binomial_gain(shapes[:, None], totals, expected).sum(axis=1)
+        best, gain = best_shape(shapes, totals, expected, LEVEL_STRIDE)
+        assert best == np.argmax(gains) and gain == pytest.approx(gains.max(), rel=1e-12, abs=1e-9)
 
 
 def test_levels_start_from_the_uniform_fixed_point():

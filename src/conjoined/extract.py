@@ -108,6 +108,7 @@ from scipy.special import chdtrc, gammaln, logsumexp, xlogy
 from scipy.stats import norm
 
 from ._beta_binomial import beta_binomial_fits, in_sequence, item_log_likelihoods
+from ._negative_binomial import best_shape
 from ._pearson import cluster_shares, squared_residual_terms
 from ._validation import check_int, check_matrix, check_positive
 from .dpmm.sampler import MERGE_CHUNK_VALUES
@@ -131,6 +132,7 @@ POOLING_SHAPES = np.logspace(-4, 4, 81)
 # rounds of their alternating fit, which stops when no block's background moves by more than LEVEL_TOLERANCE
 # (relative).
 LEVEL_SHAPES = np.logspace(-9, 4, 131)
+LEVEL_STRIDE = 10  # of the search over LEVEL_SHAPES (conjoined._negative_binomial.best_shape)
 LEVELS_EVIDENCE = 25.0
 LEVEL_ROUNDS = 100
 LEVEL_TOLERANCE = 1e-6
@@ -284,33 +286,10 @@ def _level_shape(totals, expected):
     if totals.size < 2:
         return np.inf
     shapes = LEVEL_SHAPES * max(totals.max(), 1.0)
-    gain = _negative_binomial_gain(shapes[:, None], totals, expected).sum(axis=1)
-    best = int(np.argmax(gain))
-    if best == shapes.size - 1 or 2 * gain[best] < LEVELS_EVIDENCE:
+    best, gain = best_shape(shapes, totals.astype(np.float64), expected.astype(np.float64), LEVEL_STRIDE)
+    if best == shapes.size - 1 or 2 * gain < LEVELS_EVIDENCE:
         return np.inf
     return float(shapes[best])
-
-
-def _negative_binomial_gain(shape, totals, expected):
-    """Log-likelihood of ``totals`` under the negative binomial of mean ``expected`` and shape ``shape`` less
-    their Poisson log-likelihood at mean ``expected`` (arrays broadcast together):
-    ``log Gamma(s + T) - log Gamma(s) - T log s - (s + T) log1p(E / s) + E``. The first three terms cancel to
-    about ``T^2 / 2s`` when the shape is large; taken from ``gammaln`` they would lose that to rounding (totals
-    of 10^9 and shapes of 10^13 err by tens), so above a shape of 10 they come from Stirling's series."""
-    shape, totals = np.broadcast_arrays(np.asarray(shape, np.float64), np.asarray(totals, np.float64))
-    large = shape > 10
-    with np.errstate(divide="ignore", invalid="ignore"):
-        stirling = ((shape + totals - 0.5) * np.log1p(totals / shape) - totals
-                    + _stirling_correction(shape + totals) - _stirling_correction(shape))
-        direct = gammaln(shape + totals) - gammaln(shape) - xlogy(totals, shape)
-    rising = np.where(large, stirling, direct)
-    return rising - (shape + totals) * np.log1p(expected / shape) + expected
-
-
-def _stirling_correction(x):
-    """``log Gamma(x) - ((x - 0.5) log x - x + log(2 pi) / 2)`` for x > 10 (three terms of the series; the
-    error is below 1e-12 there)."""
-    return 1 / (12 * x) - 1 / (360 * x ** 3) + 1 / (1260 * x ** 5)
 
 
 def _cluster_levels(observed, sizes, light):
@@ -337,7 +316,7 @@ def _cluster_levels(observed, sizes, light):
         rho0 = light_observed.sum() / (light_sizes * np.outer(u, v)).sum()
         # rho0, u and v are identified only up to scale between them: test their product
         new_background = rho0 * np.outer(u, v)
-        settled = np.allclose(new_background, background, rtol=LEVEL_TOLERANCE, atol=0)
+        settled = bool((np.abs(new_background - background) <= LEVEL_TOLERANCE * np.abs(background)).all())
         background = new_background
         if settled:
             break
