@@ -123,3 +123,17 @@ def test_new_rows_with_other_column_names_are_refused():
     np.testing.assert_array_equal(model.predict_rows(frame), model.block_row_labels_)
     with pytest.raises(ValueError, match="feature names"):
         model.predict_rows(frame.rename(columns={"doc0": "other"}))
+
+
+def test_new_columns_with_other_row_names_are_refused():
+    X, _, _ = make_cdp_case(3, random_state=0)
+    words = [f"word{i}" for i in range(X.shape[0])]
+    frame = pd.DataFrame(X, index=words)
+    model = CDP(random_state=0).fit(frame)
+    np.testing.assert_array_equal(model.row_names_in_, words)
+    np.testing.assert_array_equal(model.predict_columns(frame), model.block_column_labels_)
+    with pytest.raises(ValueError, match="row 1 is 'word2', fitted 'word1'"):
+        model.predict_columns(frame.iloc[[0, 2, 1] + list(range(3, X.shape[0]))])
+    model.predict_columns(X)  # no names to check: read in the fitted rows' order
+    assert not hasattr(CDP(random_state=0).fit(X), "row_names_in_")
+    assert not hasattr(model.fit(pd.DataFrame(X)), "row_names_in_")  # integer row names are not recorded

@@ -160,6 +160,36 @@ def record_features(estimator, X, *, reset):
     validate_data(estimator, X, reset=reset, skip_check_array=True)
 
 
+def _string_index(X):
+    """A pandas DataFrame's row names as an object array when they are all strings (as scikit-learn takes column
+    names), else None."""
+    index = getattr(X, "index", None)
+    if index is None or not hasattr(X, "columns"):
+        return None
+    names = np.asarray(index, dtype=object)
+    return names if names.size and all(isinstance(name, str) for name in names) else None
+
+
+def record_row_names(estimator, X, *, reset):
+    """Set (``reset``) or check ``row_names_in_``, a DataFrame's row names, as :func:`record_features` does the
+    column names: new columns over the fitted rows must name them alike, in the same order, where both are
+    named."""
+    names = _string_index(X)
+    if reset:
+        if names is None:
+            vars(estimator).pop("row_names_in_", None)
+        else:
+            estimator.row_names_in_ = names
+        return
+    fitted = getattr(estimator, "row_names_in_", None)
+    if names is None or fitted is None:
+        return
+    if len(names) == len(fitted) and not (names == fitted).all():
+        first = int(np.flatnonzero(names != fitted)[0])
+        raise ValueError(f"X's row names differ from those seen in fit: row {first} is {names[first]!r}, fitted "
+                         f"{fitted[first]!r} (new columns are read over the fitted rows, in their order)")
+
+
 def keeping_state_on_failure(fit):
     """Decorator of ``fit``: when it raises (bad input found late, a lost cluster, Ctrl-C), the estimator's
     attributes are put back as they were, so that a fitted estimator is not left half-updated (say, the new

@@ -48,6 +48,7 @@ from ._validation import (
     keeping_state_on_failure,
     line_totals,
     record_features,
+    record_row_names,
 )
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.backends import single_threaded_blas
@@ -527,7 +528,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         ``block_row_labels_`` and ``block_column_labels_`` by which ``predict_row_proba`` and
         ``predict_column_proba`` classify new rows and columns (a few (K, L) arrays).
     n_features_in_ : int, the number of columns; feature_names_in_ : (n_cols,) object array of the column names,
-        when X was a pandas DataFrame with string column names (absent otherwise).
+        when X was a pandas DataFrame with string column names (absent otherwise); row_names_in_ : (n_rows,)
+        object array of its row names, when they are strings (absent otherwise), which ``predict_column_proba``
+        checks a DataFrame's row names against.
     """
 
     def __init__(self, row_alpha=1.0, column_alpha=1.0, row_likelihood="poisson", column_likelihood="poisson",
@@ -658,6 +661,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         self._check_params()
         checked = check_matrix(X, name="X", min_rows=2, min_cols=2, counts=True)
         record_features(self, X, reset=True)  # before the work: names that cannot be used fail first
+        record_row_names(self, X, reset=True)
         X = checked if sp.issparse(checked) else sp.csr_matrix(checked)
         if X.nnz == 0:
             raise ValueError("X is all zeros: there is nothing to bicluster")
@@ -797,8 +801,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     def predict_column_proba(self, X):
         """(n_new, K_c) posterior probability of each column cluster (the clusters of ``block_column_labels_``)
         for new columns ``X`` (n_rows, n_new) of counts over the fitted rows: new documents over the fitted
-        words, new cells over the fitted genes, in the fitted rows' order (CDP records no row names to check
-        them by). As ``predict_row_proba``, with rows and columns swapped."""
+        words, new cells over the fitted genes, in the fitted rows' order (a DataFrame's row names are checked
+        against ``row_names_in_`` when both are named). As ``predict_row_proba``, with rows and columns
+        swapped."""
         return self._cluster_probabilities(X, "column")
 
     def predict_columns(self, X):
@@ -820,6 +825,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             record_features(self, X, reset=False)
             expected, given, shape = n_cols, items.shape[1], "(n_new, n_cols)"
         else:
+            record_row_names(self, X, reset=False)
             expected, given, shape = n_rows, items.shape[0], "(n_rows, n_new)"
             items = items.T
         if given != expected:
