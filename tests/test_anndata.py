@@ -302,6 +302,22 @@ def test_a_backed_anndata_is_read_into_memory(planted, tmp_path, sparse):
     _assert_same_results(reference, backed)
 
 
+def test_a_view_of_a_backed_anndata_is_refused_before_the_fit(planted, tmp_path, monkeypatch):
+    adata, _, _, _ = planted
+    adata.write_h5ad(tmp_path / "a.h5ad")
+    backed = anndata.read_h5ad(tmp_path / "a.h5ad", backed="r")
+    monkeypatch.setattr(ConjoinedDirichletProcess, "_fit", lambda *args, **kwargs: pytest.fail("no fit"))
+    with pytest.raises(ValueError, match="a view of a backed AnnData, which cannot be written into: pass copy=True"):
+        cdp(backed[:8], **PARAMS)
+
+
+def test_repeated_names_are_said_at_the_fit(planted):
+    adata, _, _, _ = planted
+    adata.obs_names = ["cell0"] * 2 + list(adata.obs_names[2:])
+    with pytest.warns(UserWarning, match=r"adata.obs_names are not unique \(e.g. 'cell0'\).*obs_names_make_unique"):
+        cdp(adata, **PARAMS)
+
+
 def test_a_run_without_a_seed_records_the_one_it_drew(planted):
     adata, _, _, _ = planted
     cdp(adata, n_iter=30)
@@ -478,10 +494,50 @@ def test_renamed_clusters_are_read_by_their_codes_and_named_in_the_new_items(hal
     np.testing.assert_array_equal(new.obs["cdp_cluster"].cat.codes, expected.obs["cdp_cluster"].cat.codes)
     np.testing.assert_array_equal(new.obsm["cdp_cluster_probability"], expected.obsm["cdp_cluster_probability"])
     np.testing.assert_array_equal(fitted_view(reference).row_labels_, model.block_row_labels_)
+    # numbered from 1: renamed, read by the codes as well
     reference.var["cdp_cluster"] = reference.var["cdp_cluster"].cat.rename_categories(
-        lambda name: name + "x").cat.add_categories(["extra"])
-    with pytest.raises(ValueError, match="'cdp_cluster': its categories are neither the cluster numbers"):
+        [str(k + 1) for k in range(model.n_row_clusters_)])
+    np.testing.assert_array_equal(fitted_view(reference).row_labels_, model.block_row_labels_)
+    np.testing.assert_array_equal(predict_cells(new, reference, copy=True).obsm["cdp_cluster_probability"],
+                                  expected.obsm["cdp_cluster_probability"])
+    # renamed, then reordered: the codes no longer follow the clusters, which their sizes tell
+    reference.var["cdp_cluster"] = reference.var["cdp_cluster"].cat.reorder_categories(
+        [str(k + 1) for k in range(model.n_row_clusters_)][::-1])
+    with pytest.raises(ValueError, match="'cdp_cluster': its categories are not in the order of the clusters"):
         predict_cells(new, reference)
+    with pytest.raises(ValueError, match="not in the order of the clusters"):
+        fitted_view(reference)
+
+
+def test_numbered_clusters_are_read_by_value_whatever_the_order_of_the_categories(halves):
+    """The numbers cdp wrote, sorted as strings (pandas' astype) or reordered: read by value, and the new items
+    named by number; renamed and then subset: refused for the side that classifies, numbers for the other."""
+    X, reference, model = halves
+    new = _cells(X, np.arange(1, 24, 2))
+    expected = predict_cells(new, reference, copy=True)
+    for side, frame in (("row", "var"), ("column", "obs")):
+        column = getattr(reference, frame)["cdp_cluster"]
+        getattr(reference, frame)["cdp_cluster"] = column.cat.reorder_categories(list(column.cat.categories)[::-1])
+        np.testing.assert_array_equal(getattr(fitted_view(reference), f"{side}_labels_"),
+                                      getattr(model, f"block_{side}_labels_"))
+    predict_cells(new, reference)
+    np.testing.assert_array_equal(new.obs["cdp_cluster"].astype(str), expected.obs["cdp_cluster"].astype(str))
+    reference.obs["cdp_cluster"] = reference.obs["cdp_cluster"].astype(str).astype("category")
+    np.testing.assert_array_equal(fitted_view(reference).column_labels_, model.block_column_labels_)
+
+    renamed = reference.copy()
+    renamed.obs["cdp_cluster"] = reference.obs["cdp_cluster"].cat.rename_categories(
+        lambda name: f"type{name}")
+    subset = renamed[renamed.obs["cdp_cluster"] != "type0"].copy()  # the category "type0" dropped
+    with pytest.warns(UserWarning, match="cannot be matched to the fit's clusters; the new cells' clusters are "
+                                         "named by their numbers"):
+        named = predict_cells(new, subset, copy=True)
+    np.testing.assert_array_equal(named.obs["cdp_cluster"].astype(str), expected.obs["cdp_cluster"].astype(str))
+    gene_subset = renamed.copy()
+    gene_subset.var["cdp_cluster"] = gene_subset.var["cdp_cluster"].cat.rename_categories(lambda name: f"p{name}")
+    gene_subset = gene_subset[:, gene_subset.var["cdp_cluster"] != "p0"].copy()
+    with pytest.raises(ValueError, match="neither the cluster numbers conjoined.anndata.cdp wrote nor"):
+        predict_cells(new, gene_subset)
 
 
 @pytest.mark.filterwarnings("ignore:Variable names are not unique")

@@ -249,9 +249,11 @@ def test_reference_fit_outputs(reference, planted):
 def test_every_input_format_gives_the_reference_result(fmt, planted, reference, tmp_path, capsys):
     X, genes, cells, _, _ = planted
     (path, *options), has_names = WRITERS[fmt](tmp_path, X, genes, cells)
+    if fmt in ("h5ad", "10x"):  # single-cell input: the reference's likelihoods given, not defaulted
+        options += ["--row-likelihood", "poisson", "--column-likelihood", "poisson"]
     status, out, err = _run(["fit", path, "-o", tmp_path / "out", *options, *FAST, "--no-plots"], capsys)
     assert status == 0, err
-    assert "K_r =" in out and "K_c =" in out
+    assert "K_r =" in out and "K_c =" in out and "Single-cell input" not in out
     found, expected = _biclusters(tmp_path / "out"), _biclusters(reference)
     for key in ("row_indices", "column_indices", "pair", "row_membership"):
         assert [b[key] for b in found["biclusters"]] == [b[key] for b in expected["biclusters"]], key
@@ -260,6 +262,28 @@ def test_every_input_format_gives_the_reference_result(fmt, planted, reference, 
     else:
         assert found["biclusters"][0]["rows"] == [str(i) for i in found["biclusters"][0]["row_indices"]]
     assert not list((tmp_path / "out").glob("*.png"))
+
+
+@pytest.mark.parametrize("fmt", ["h5ad", "10x"])
+def test_single_cell_input_reads_genes_and_cells_by_profile(fmt, planted, tmp_path, capsys):
+    """As conjoined.anndata.cdp: multinomial likelihoods unless given, said after the summary and recorded."""
+    X, genes, cells, _, _ = planted
+    (path, *options), _ = WRITERS[fmt](tmp_path, X, genes, cells)
+    status, out, err = _run(["fit", path, "-o", tmp_path / "out", *options, *FAST, "--no-plots"], capsys)
+    assert status == 0, err
+    assert "Single-cell input: genes and cells read by profile (row likelihood multinomial, column likelihood " \
+           "multinomial)" in out
+    estimator = json.loads((tmp_path / "out" / "params.json").read_text())["estimator"]
+    assert (estimator["row_likelihood"], estimator["column_likelihood"]) == ("multinomial", "multinomial")
+    model = CDP(n_iter=30, random_state=0, row_likelihood="multinomial", column_likelihood="multinomial").fit(X)
+    found = _biclusters(tmp_path / "out")
+    expected = [np.flatnonzero(rows).tolist() for rows in model.rows_]
+    assert [sorted(b["row_indices"]) for b in found["biclusters"]] == expected
+    status, out, _ = _run(["fit", path, "-o", tmp_path / "poisson", *options, *FAST, "--no-plots",
+                           "--row-likelihood", "poisson"], capsys)
+    estimator = json.loads((tmp_path / "poisson" / "params.json").read_text())["estimator"]
+    assert (estimator["row_likelihood"], estimator["column_likelihood"]) == ("poisson", "multinomial")
+    assert "(row likelihood poisson, column likelihood multinomial)" in out
 
 
 def test_params_name_the_input_files_by_absolute_paths(planted, tmp_path, monkeypatch, capsys):

@@ -82,15 +82,22 @@ def _check_counts(matrix, where, adata):
         raise ValueError(f"{where} is None; pass layer= naming a layer of counts")
     if is_count_matrix(matrix):
         return
-    layers = ", ".join(repr(name) for name in adata.layers) or "none"
+    others = [repr(name) for name in adata.layers if where != f"adata.layers[{name!r}]"]
+    layers = f"other layers: {', '.join(others)}" if others else "no other layer"
     raw = "; adata.raw exists (use_raw=True)" if adata.raw is not None and where != "adata.raw.X" else ""
     try:
         check_matrix(matrix, name=where, counts=True)
     except ValueError as exc:
         raise ValueError(
             f"{exc}. CDP needs raw counts (non-negative integers), not normalised or log-transformed values: "
-            f"pass layer= naming a counts layer (layers: {layers}){raw}"
+            f"pass layer= naming a counts layer ({layers}){raw}"
         ) from None
+
+
+def _check_writable(adata, copy):
+    """ValueError, before any work, where the results could not be written: a view of a backed AnnData."""
+    if adata.isbacked and adata.is_view and not copy:
+        raise ValueError("adata is a view of a backed AnnData, which cannot be written into: pass copy=True")
 
 
 def _check_key(key, name="key_added"):
@@ -205,10 +212,13 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
 
     Raises
     ------
+    TypeError
+        ``adata`` is not an AnnData, or a parameter that :class:`conjoined.CDP` does not have.
     ValueError
         A layer that does not exist, a matrix that is not counts (the message says what was found and where
         counts may be), fewer than 2 cells or 2 genes with non-zero counts, a ``key_added`` that is not a
-        non-empty str without "/", or ``copy`` / ``use_raw`` that are not bools.
+        non-empty str without "/", ``copy`` / ``use_raw`` that are not bools, or a view of a backed AnnData
+        without ``copy``.
     ImportError
         anndata or pandas is not installed.
     """
@@ -218,10 +228,17 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     _check_key(key_added)
     copy = check_bool(copy, "copy")
     use_raw = False if use_raw is None else check_bool(use_raw, "use_raw")
+    _check_writable(adata, copy)
     matrix, where = _counts_source(adata, layer, use_raw)
     matrix = _in_memory(matrix)
     _check_counts(matrix, where, adata)
     zero_cells, zero_genes = _check_size(matrix, where)
+    for names, side in ((adata.obs_names, "obs"), (adata.var_names, "var")):
+        if not names.is_unique:
+            warnings.warn(f"adata.{side}_names are not unique (e.g. {str(names[names.duplicated()][0])!r}): the "
+                          f"biclusters' lists of names cannot tell those items apart, and new items cannot be "
+                          f"matched to them (adata.{side}_names_make_unique() renames them)",
+                          stacklevel=user_stacklevel())
     if zero_cells or zero_genes:
         warnings.warn(
             f"{zero_genes} all-zero gene(s) and {zero_cells} all-zero cell(s) in {where} are set aside: their "
@@ -284,8 +301,10 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         "gene_k_trace": np.asarray(model.row_dpmm_.n_clusters_trace_, dtype=np.int64),
         "cell_k_trace": np.asarray(model.column_dpmm_.n_clusters_trace_, dtype=np.int64),
         "params": {**_storable_params(model.get_params()), **run, "use_raw": use_raw},
-        "cell_classifier": _storable_classifier(model.column_classifier_, model.n_row_clusters_),
-        "gene_classifier": _storable_classifier(model.row_classifier_, model.n_column_clusters_),
+        "gene_cluster_sizes": _cluster_sizes(model.block_row_labels_, model.n_row_clusters_),
+        "cell_cluster_sizes": _cluster_sizes(model.block_column_labels_, model.n_column_clusters_),
+        "cell_classifier": _storable_classifier(model.column_classifier_),
+        "gene_classifier": _storable_classifier(model.row_classifier_),
     }
     return adata if copy else None
 
@@ -305,19 +324,25 @@ _SIDES = {"cell": _Side("cell", "gene", "obs", "obsm", "var", 0),
           "gene": _Side("gene", "cell", "var", "varm", "obs", 1)}
 
 
-def _storable_classifier(classifier, n_other_clusters):
+def _cluster_sizes(labels, n_clusters):
+    return np.bincount(labels[labels >= 0], minlength=n_clusters).astype(np.int64)
+
+
+def _storable_classifier(classifier):
     """A side's classifier (:class:`conjoined.predict.SideClassifier`) as .h5ad-writable arrays; the other side's
-    clusters are left to ``obs`` / ``var`` and their sizes kept, to tell a reference whose other side was changed
-    after the fit."""
-    other_labels = classifier.other_labels
+    clusters are left to ``obs`` / ``var``."""
     return {
         "log_rates": classifier.log_rates,
         "exposure": classifier.exposure,
         "log_weights": classifier.log_weights,
         "dispersion": np.float64(classifier.dispersion),
-        "other_cluster_sizes": np.bincount(other_labels[other_labels >= 0], minlength=n_other_clusters
-                                           ).astype(np.int64),
     }
+
+
+def _stored_sizes(stored, side_name):
+    """The number of items in each of a side's clusters at the fit (None in results written without them)."""
+    sizes = stored.get(f"{side_name}_cluster_sizes")
+    return None if sizes is None else np.asarray(sizes, dtype=np.int64)
 
 
 def _cluster_column(adata, frame, key):
@@ -340,8 +365,11 @@ def _reference_classifier(reference, key, side):
         raise KeyError(f"reference.uns[{key!r}] holds no {side.name}_classifier: it was written by an older "
                        "version of conjoined; run conjoined.anndata.cdp on the reference again")
     fitted = stored[f"{side.name}_classifier"]
-    sizes = np.asarray(fitted["other_cluster_sizes"], dtype=np.int64)
-    other_labels = _stored_labels(_cluster_column(reference, side.other_frame, key), len(sizes))
+    sizes = _stored_sizes(stored, side.other)
+    if sizes is None:
+        raise KeyError(f"reference.uns[{key!r}] holds no {side.other}_cluster_sizes: it was written by an older "
+                       "version of conjoined; run conjoined.anndata.cdp on the reference again")
+    other_labels, _ = _read_clusters(_cluster_column(reference, side.other_frame, key), sizes)
     found = np.bincount(other_labels[other_labels >= 0], minlength=len(sizes))
     if len(found) != len(sizes) or not np.array_equal(found, sizes):
         raise ValueError(
@@ -392,11 +420,20 @@ def _new_counts(adata, side, layer, use_raw):
 
 
 def _side_categories(reference, side, key, n_clusters):
-    """The categories of the reference's clusters of ``side``: its own, renamed or not, where it keeps all
-    ``n_clusters``, else ``"0"``, ``"1"``, ..."""
+    """The names of the reference's clusters of ``side``, as its ``*_cluster`` column names them (renamed or not;
+    :func:`_read_clusters`), or ``"0"``, ``"1"``, ... with a warning where they cannot be matched to the
+    clusters."""
+    numbers = [str(k) for k in range(n_clusters)]
     column = getattr(reference, side.frame).get(f"{key}_cluster")
-    categories = getattr(getattr(column, "cat", None), "categories", ())
-    return list(categories) if len(categories) == n_clusters else [str(k) for k in range(n_clusters)]
+    if column is None:
+        return numbers
+    sizes = _stored_sizes(reference.uns[key], side.name)
+    try:
+        return _read_clusters(column, np.zeros(n_clusters, np.int64) if sizes is None else sizes)[1]
+    except ValueError as exc:
+        warnings.warn(f"{exc}; the new {side.name}s' clusters are named by their numbers",
+                      stacklevel=user_stacklevel())
+        return numbers
 
 
 def _predict(adata, reference, side, key, key_added, layer, use_raw, copy):
@@ -413,8 +450,7 @@ def _predict(adata, reference, side, key, key_added, layer, use_raw, copy):
                          f"clusters would overwrite in part: pass key_added= another prefix")
     copy = check_bool(copy, "copy")
     use_raw = False if use_raw is None else check_bool(use_raw, "use_raw")
-    if adata.isbacked and adata.is_view and not copy:
-        raise ValueError("adata is a view of a backed AnnData, which cannot be written into: pass copy=True")
+    _check_writable(adata, copy)
     classifier, fitted = _reference_classifier(reference, key, side)
     matrix, given, where = _new_counts(adata, side, layer, use_raw)
     matrix = _in_memory(matrix)
@@ -555,8 +591,9 @@ def fitted_view(adata, key_added="cdp"):
     stored = adata.uns[key_added]
     table = stored["biclusters"]
     theta = np.asarray(stored["theta"])
-    row_labels = _stored_labels(adata.var[f"{key_added}_cluster"], theta.shape[0])
-    column_labels = _stored_labels(adata.obs[f"{key_added}_cluster"], theta.shape[1])
+    row_labels, _ = _read_clusters(adata.var[f"{key_added}_cluster"], _known_sizes(stored, "gene", theta.shape[0]))
+    column_labels, _ = _read_clusters(adata.obs[f"{key_added}_cluster"],
+                                      _known_sizes(stored, "cell", theta.shape[1]))
     return SimpleNamespace(
         row_labels_=row_labels,
         column_labels_=column_labels,
@@ -579,22 +616,45 @@ def fitted_view(adata, key_added="cdp"):
     )
 
 
-def _stored_labels(column, n_clusters):
-    """The clusters 0..n_clusters-1 of a ``*_cluster`` column (missing: -1): read from the category values "0",
-    "1", ... that :func:`cdp` writes (a subset of the AnnData drops unused categories, which shifts the codes),
-    or from the codes where the categories were renamed (in place, all ``n_clusters`` of them kept)."""
+def _known_sizes(stored, side_name, n_clusters):
+    """The side's cluster sizes at the fit, or zeros (sizes unknown: nothing to check against) for results
+    written without them."""
+    sizes = _stored_sizes(stored, side_name)
+    return np.zeros(n_clusters, np.int64) if sizes is None else sizes
+
+
+def _read_clusters(column, sizes):
+    """``(labels (n,) int64, names)`` of a ``*_cluster`` column written by :func:`cdp`: each item's cluster
+    0..K-1 (-1 where missing) and each cluster's name, K = ``len(sizes)``, ``sizes`` the clusters' sizes at the
+    fit (zeros: unknown).
+
+    Read from the values where they are the numbers "0", "1", ... that :func:`cdp` wrote, whatever the order of
+    the categories (sorted, or some dropped by a subset); otherwise, categories renamed (to cell types, say),
+    from their codes, which hold the clusters' order when the categories are renamed in place and all K kept.
+    ValueError where neither can be trusted: fewer than K categories that are not the numbers (renamed and
+    subset), or categories whose items, counted over a side as whole as at the fit, do not match the clusters'
+    sizes (renamed and reordered)."""
+    n_clusters = len(sizes)
     values = np.asarray(column.astype(object), dtype=object)
-    missing = np.array([value is None or value != value for value in values], dtype=bool)
+    missing = np.array([value is None or value != value or value == "nan" for value in values], dtype=bool)
     labels = np.full(values.shape, -1, dtype=np.int64)
-    named = np.asarray(values[~missing], dtype=str)
-    if all(name.isdigit() for name in named):
-        labels[~missing] = named.astype(np.int64)
-    elif hasattr(column, "cat") and len(column.cat.categories) == n_clusters:
-        labels[~missing] = np.asarray(column.cat.codes)[~missing]
-    else:
-        raise ValueError(f"{column.name!r}: its categories are neither the cluster numbers conjoined.anndata.cdp "
-                         f"wrote nor its {n_clusters} clusters renamed in place")
-    return labels
+    present = np.asarray(values[~missing], dtype=str)
+    numbers = [str(k) for k in range(n_clusters)]
+    if np.isin(present, numbers).all():
+        labels[~missing] = present.astype(np.int64)
+        return labels, numbers
+    categories = list(getattr(getattr(column, "cat", None), "categories", ()))
+    if len(categories) != n_clusters:
+        raise ValueError(f"{column.name!r}: its values are neither the cluster numbers conjoined.anndata.cdp wrote "
+                         f"nor {n_clusters} categories, one per cluster (renamed, then subset?), so they cannot be "
+                         "matched to the fit's clusters")
+    labels[~missing] = np.asarray(column.cat.codes)[~missing]
+    found = np.bincount(labels[labels >= 0], minlength=n_clusters)
+    if sizes.sum() > 0 and found.sum() == sizes.sum() and not np.array_equal(found, sizes):
+        raise ValueError(f"{column.name!r}: its categories are not in the order of the clusters they name (their "
+                         "items do not count up to the fit's cluster sizes): rename the categories in place "
+                         "(rename_categories), or keep the numbers")
+    return labels, categories
 
 
 def _posterior_dict(stored):

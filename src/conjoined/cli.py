@@ -78,6 +78,7 @@ import scipy.sparse as sp
 from . import __version__
 from ._interrupt import interruption_behind
 from ._validation import check_matrix, line_totals
+from .anndata import SINGLE_CELL_DEFAULTS
 from .cdp import (
     DISPERSIONS,
     LIKELIHOODS,
@@ -148,6 +149,10 @@ _DTYPE_KINDS = {"string": "U", "integer": "iu", "bool": "b", "float": "f"}
 _SAVED_ATTRIBUTES = tuple(name for name, (_, dims) in _MODEL_LAYOUT.items() if name.endswith("_") and dims)
 
 
+# Inputs of single-cell counts, whose genes and cells are read by profile unless the likelihoods are given
+SINGLE_CELL_FORMATS = ("h5ad", "10x")
+
+
 # parameters of the conjoined rounds, which mode="paper" does not run (its mixtures are multinomial; the likelihood
 # options still choose the refinement's)
 PAPER_MODE_FIXES = ("n_rounds", "dispersion")
@@ -180,8 +185,10 @@ def _estimator_options(parser):
         metavar="A",
     )
     add("--column-alpha", "column_alpha", "concentration of the column mixture", type=float, metavar="A")
-    add("--row-likelihood", "row_likelihood", "likelihood of the row mixture", choices=LIKELIHOODS)
-    add("--column-likelihood", "column_likelihood", "likelihood of the column mixture", choices=LIKELIHOODS)
+    add("--row-likelihood", "row_likelihood", "likelihood of the row mixture", choices=LIKELIHOODS,
+        default_text=f"{defaults['row_likelihood']}; multinomial for .h5ad and 10x input")
+    add("--column-likelihood", "column_likelihood", "likelihood of the column mixture", choices=LIKELIHOODS,
+        default_text=f"{defaults['column_likelihood']}; multinomial for .h5ad and 10x input")
     add(
         "--row-beta",
         "row_beta",
@@ -490,10 +497,14 @@ def _in_flags(message, flags):
     return flagged if flagged == message else flagged.replace(" must be None or ", " must be ", 1)
 
 
-def _estimator_from_args(args):
-    """The estimator the options ask for, its parameters checked: UserError naming the options at fault."""
+def _estimator_from_args(args, single_cell=False):
+    """The estimator the options ask for, its parameters checked: UserError naming the options at fault.
+    ``single_cell``: the input is single-cell counts (.h5ad, a 10x folder), whose likelihoods default to
+    ``conjoined.anndata.SINGLE_CELL_DEFAULTS``, as ``conjoined.anndata.cdp``'s do."""
     flags = args.estimator_parameters
     given = {name: getattr(args, name) for name in flags if getattr(args, name) is not None}
+    if single_cell:
+        given = {**SINGLE_CELL_DEFAULTS, **given}
     if given.get("mode") == "paper":
         ignored = [flags[name] for name in PAPER_MODE_FIXES if name in given]
         if ignored:
@@ -787,7 +798,7 @@ def _run_fit(args, argv):
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         raise UserError("the pictures need matplotlib: pip install matplotlib, or pass --no-plots")
     X, row_names, column_names, matrix = _read_input(args)
-    model = _estimator_from_args(args)
+    model = _estimator_from_args(args, single_cell=matrix.source_format in SINGLE_CELL_FORMATS)
     inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
     with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
                            replaceable=_check_replaceable_fit) as staging:
@@ -796,6 +807,10 @@ def _run_fit(args, argv):
         with writing_results(staging, args.outdir):
             _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_names)
     print(_summary(model, X, args.input, row_names))
+    if matrix.source_format in SINGLE_CELL_FORMATS and None in (args.row_likelihood, args.column_likelihood):
+        print(f"\nSingle-cell input: genes and cells read by profile (row likelihood {model.row_likelihood}, column "
+              f"likelihood {model.column_likelihood}), as conjoined.anndata.cdp reads them; --row-likelihood and "
+              "--column-likelihood choose others")
     print(f"\nResults in {Path(args.outdir)}/")
     return 0
 
