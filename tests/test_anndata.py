@@ -311,6 +311,26 @@ def test_a_view_of_a_backed_anndata_is_refused_before_the_fit(planted, tmp_path,
         cdp(backed[:8], **PARAMS)
 
 
+def test_items_the_holdout_sets_aside_are_named_as_genes_and_cells(planted):
+    adata, _, _, _ = planted
+    X = adata.X.toarray()
+    X[:, 3] = 0
+    X[0, 3] = 1  # gene 3: one count, which the holdout may leave on either side
+    adata.X = sp.csr_matrix(X)
+    for seed in range(20):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = cdp(adata, copy=True, holdout=0.5, n_iter=30, random_state=seed)
+        said = [str(w.message) for w in caught if "holdout=0.5 left" in str(w.message)]
+        if said:
+            assert said[0].startswith("holdout=0.5 left ") and " gene(s) and " in said[0]
+            assert said[0].endswith("cell(s) without counts to fit the partitions on: they are set aside and their "
+                                    "cdp_cluster is missing")
+            assert result.var["cdp_cluster"].isna().any() or result.obs["cdp_cluster"].isna().any()
+            return
+    pytest.fail("no seed left gene 3 without counts to fit on")
+
+
 def test_repeated_names_are_said_at_the_fit(planted):
     adata, _, _, _ = planted
     adata.obs_names = ["cell0"] * 2 + list(adata.obs_names[2:])

@@ -252,7 +252,9 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     if params.get("random_state") is None and params.get("checkpoint") is None:
         params["random_state"] = fresh_seed()  # recorded in uns, so that the run can be repeated
     genes_by_cells = _genes_by_cells(matrix)
-    model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params})._fit(genes_by_cells, all_zero_said=True)
+    model = ConjoinedDirichletProcess(**{**SINGLE_CELL_DEFAULTS, **params})._fit(
+        genes_by_cells, all_zero_said=True, side_names=("gene", "cell"),
+        unassigned=f"their {key_added}_cluster is missing")
     model._warn_unsettled(side_names=("gene", "cell"))
 
     if copy:  # a backed AnnData copies into memory, not into another file

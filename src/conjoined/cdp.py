@@ -655,9 +655,11 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
 
     @unwrapping_interruptions
     @keeping_state_on_failure
-    def _fit(self, X, *, all_zero_said=False):
+    def _fit(self, X, *, all_zero_said=False, side_names=("row", "column"),
+             unassigned="come back unassigned (label -1)"):
         """``fit`` without its warning about the mixtures, which a wrapper may word its own way
-        (``_warn_unsettled``); ``all_zero_said``: the wrapper has said which items are all zeros."""
+        (``_warn_unsettled``); ``all_zero_said``: the wrapper has said which items are all zeros; ``side_names``
+        and ``unassigned``: how the holdout's warning names the items it sets aside and what becomes of them."""
         self._check_params()
         checked = check_matrix(X, name="X", min_rows=2, min_cols=2, counts=True)
         record_features(self, X, reset=True)  # before the work: names that cannot be used fail first
@@ -694,7 +696,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         fit_core = test_core = core
         if self.holdout is not None:
             fit_core, test_core, fit_rows, fit_cols = _held_out(
-                core, self.holdout, np.random.default_rng(reassign_seed.spawn(1)[0]))
+                core, self.holdout, np.random.default_rng(reassign_seed.spawn(1)[0]), side_names, unassigned)
             row_index, col_index = row_index[fit_rows], col_index[fit_cols]
             core, fit_core, test_core = (part[fit_rows][:, fit_cols] for part in (core, fit_core, test_core))
         row_data, column_data = fit_core, sp.csr_matrix(fit_core.T)  # what each side's last mixture was fitted on
@@ -926,11 +928,11 @@ def pair_cluster_masks(pairs):
     return tuple(_cluster_masks(side[:, None], side) for side in pairs.T)
 
 
-def _held_out(core, share, rng):
+def _held_out(core, share, rng, side_names, unassigned):
     """``(fit part, held-out part, rows kept (n_rows,), columns kept (n_cols,))`` of the CSR counts ``core`` for
     ``CDP(holdout=share)``: each count thinned binomially (:func:`_thinned`); the items left without counts in the
-    fit part are not kept. Warns (at ``fit``'s caller) of 0/1 data and of items not kept; ValueError when fewer
-    than 2 rows or columns are kept."""
+    fit part are not kept. Warns (at ``fit``'s caller) of 0/1 data and of items not kept (naming them
+    ``side_names`` and saying that they ``unassigned``); ValueError when fewer than 2 rows or columns are kept."""
     if core.data.max() <= 1:
         warnings.warn(
             "X holds only 0s and 1s: a holdout of presence/absence data is not independent of the rest (each 1 "
@@ -947,8 +949,8 @@ def _held_out(core, share, rng):
                          "on: lower it, or leave it None")
     if not (fit_rows.all() and fit_cols.all()):
         warnings.warn(
-            f"holdout={share} left {(~fit_rows).sum()} row(s) and {(~fit_cols).sum()} column(s) without counts to "
-            "fit the partitions on: they are set aside and come back unassigned (label -1)",
+            f"holdout={share} left {(~fit_rows).sum()} {side_names[0]}(s) and {(~fit_cols).sum()} {side_names[1]}(s) "
+            f"without counts to fit the partitions on: they are set aside and {unassigned}",
             AllZeroWarning, stacklevel=user_stacklevel(),
         )
     return fit_part, held, fit_rows, fit_cols
