@@ -949,8 +949,8 @@ def _held_out(core, share, rng, side_names, unassigned):
                          "on: lower it, or leave it None")
     if not (fit_rows.all() and fit_cols.all()):
         warnings.warn(
-            f"holdout={share} left {(~fit_rows).sum()} {side_names[0]}(s) and {(~fit_cols).sum()} {side_names[1]}(s) "
-            f"without counts to fit the partitions on: they are set aside and {unassigned}",
+            f"holdout={share} left {(~fit_rows).sum()} {side_names[0]}(s) and {(~fit_cols).sum()} "
+            f"{side_names[1]}(s) without counts to fit the partitions on: they are set aside and {unassigned}",
             AllZeroWarning, stacklevel=user_stacklevel(),
         )
     return fit_part, held, fit_rows, fit_cols
