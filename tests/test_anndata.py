@@ -523,10 +523,22 @@ def test_renamed_clusters_are_read_by_their_codes_and_named_in_the_new_items(hal
     # renamed, then reordered: the codes no longer follow the clusters, which their sizes tell
     reference.var["cdp_cluster"] = reference.var["cdp_cluster"].cat.reorder_categories(
         [str(k + 1) for k in range(model.n_row_clusters_)][::-1])
-    with pytest.raises(ValueError, match="'cdp_cluster': its categories are not in the order of the clusters"):
+    with pytest.raises(ValueError, match="'cdp_cluster': its clusters do not count up to the fit's cluster sizes"):
         predict_cells(new, reference)
-    with pytest.raises(ValueError, match="not in the order of the clusters"):
+    with pytest.raises(ValueError, match="do not count up to the fit's cluster sizes"):
         fitted_view(reference)
+
+
+def test_clusters_renumbered_after_the_fit_are_refused(halves):
+    """Numbers swapped (by size, say): read by value, they would name the wrong clusters; their sizes tell."""
+    _, reference, model = halves
+    sizes = np.bincount(model.block_column_labels_)
+    assert sizes[0] != sizes[1]
+    reference.obs["cdp_cluster"] = reference.obs["cdp_cluster"].cat.rename_categories({"0": "1", "1": "0"})
+    with pytest.raises(ValueError, match=r"\[7, 5\] items now, \[5, 7\] at the fit\): renumbered"):
+        fitted_view(reference)
+    with pytest.warns(UserWarning, match="do not count up.*the new cells' clusters are named by their numbers"):
+        predict_cells(_cells(*halves[:1], np.arange(1, 24, 2)), reference, copy=True)
 
 
 def test_numbered_clusters_are_read_by_value_whatever_the_order_of_the_categories(halves):

@@ -13,7 +13,6 @@ from conjoined._negative_binomial import best_shape, negative_binomial_gain
 from conjoined.datasets import load_20news_w100, make_marques_like
 from conjoined.extract import (
     LEVEL_SHAPES,
-    LEVEL_STRIDE,
     POOLING_SHAPES,
     Biclusters,
     _block_dispersion,
@@ -484,23 +483,18 @@ def test_level_evidence_is_exact_for_large_totals():
     np.testing.assert_allclose(negative_binomial_gain(1e13, 1e9, 1e9), -4.99975001666550e-05, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_the_shape_search_finds_the_grid_s_best_shape(seed):
-    """best_shape's coarse-then-fine search against every candidate: levels of a wide or narrow spread, none,
-    and totals below their expectation (the largest shape best)."""
-    rng = np.random.default_rng(seed)
-    for spread in (0.3, 2.0, 20.0, None, "under"):
-        expected = rng.uniform(10, 1e5, int(rng.integers(2, 300)))
-        if spread is None:
-            totals = rng.poisson(expected).astype(float)
-        elif spread == "under":
-            totals = np.round(expected)
-        else:
-            totals = rng.poisson(expected * rng.gamma(spread, 1 / spread, expected.size)).astype(float)
-        shapes = LEVEL_SHAPES * totals.max()
-        gains = negative_binomial_gain(shapes[:, None], totals, expected).sum(axis=1)
-        best, gain = best_shape(shapes, totals, expected, LEVEL_STRIDE)
-        assert best == np.argmax(gains) and gain == pytest.approx(gains.max(), rel=1e-12, abs=1e-9)
+def test_the_shape_search_finds_the_grid_s_best_shape_when_the_gain_has_two_peaks():
+    """A cluster with next to no counts in its light blocks gives the summed gain two peaks (shape indices 55 and
+    72, 0.36 nats apart; a helper's example): the first, highest, is the grid's answer."""
+    totals = np.array([2.0, 432, 8861, 1454, 2208, 1313, 3723, 482, 1204, 24480, 1591])
+    expected = np.array([32.0, 472.9, 8583.7, 1421.3, 2301.1, 1382.3, 3839.1, 467.6, 1270.6, 23455.8, 1724.5])
+    shapes = LEVEL_SHAPES * totals.max()
+    gains = negative_binomial_gain(shapes[:, None], totals, expected).sum(axis=1)
+    peaks = np.flatnonzero((gains[1:-1] > gains[:-2]) & (gains[1:-1] > gains[2:])) + 1
+    assert peaks.tolist() == [55, 72]
+    best, gain = best_shape(shapes, totals, expected)
+    assert best == np.argmax(gains) == 55 and gain == pytest.approx(gains.max(), rel=1e-12)
+    assert _level_shape(totals, expected) == shapes[55]
 
 
 def test_levels_start_from_the_uniform_fixed_point():

@@ -3,6 +3,7 @@ import gzip
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -609,6 +610,12 @@ def test_atomic_output_dir_names_the_folders_a_killed_run_left(tmp_path):
         with atomic_output_dir(tmp_path / "results") as staging:
             write_json(staging / "a.json", {})
     assert killed.is_dir() and (tmp_path / "results" / "a.json").is_file()
+    with warnings.catch_warnings():  # raised as an error: nothing made, not even a staging folder
+        warnings.simplefilter("error", conjoined.io.LeftoverWarning)
+        with pytest.raises(conjoined.io.LeftoverWarning), atomic_output_dir(tmp_path / "results", force=True):
+            pytest.fail("the block must not run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".other.partial-0123456789ab", ".results.partial-0123456789ab", ".results.partial-notours", "results"])
 
 
 def test_atomic_output_dir_failure_leaves_nothing(tmp_path):

@@ -633,30 +633,33 @@ def _read_clusters(column, sizes):
     Read from the values where they are the numbers "0", "1", ... that :func:`cdp` wrote, whatever the order of
     the categories (sorted, or some dropped by a subset); otherwise, categories renamed (to cell types, say),
     from their codes, which hold the clusters' order when the categories are renamed in place and all K kept.
-    ValueError where neither can be trusted: fewer than K categories that are not the numbers (renamed and
-    subset), or categories whose items, counted over a side as whole as at the fit, do not match the clusters'
-    sizes (renamed and reordered)."""
+    Either way the items must count up to the clusters' sizes (a side as whole as at the fit) or stay within
+    them (a subset). ValueError where they cannot be trusted: fewer than K categories that are not the numbers
+    (renamed, then subset), or counts beyond the sizes (renumbered, renamed and reordered, clusters merged)."""
     n_clusters = len(sizes)
     values = np.asarray(column.astype(object), dtype=object)
-    missing = np.array([value is None or value != value or value == "nan" for value in values], dtype=bool)
+    missing = np.array([value is None or value != value for value in values], dtype=bool)
     labels = np.full(values.shape, -1, dtype=np.int64)
     present = np.asarray(values[~missing], dtype=str)
     numbers = [str(k) for k in range(n_clusters)]
     if np.isin(present, numbers).all():
         labels[~missing] = present.astype(np.int64)
-        return labels, numbers
-    categories = list(getattr(getattr(column, "cat", None), "categories", ()))
-    if len(categories) != n_clusters:
-        raise ValueError(f"{column.name!r}: its values are neither the cluster numbers conjoined.anndata.cdp wrote "
-                         f"nor {n_clusters} categories, one per cluster (renamed, then subset?), so they cannot be "
-                         "matched to the fit's clusters")
-    labels[~missing] = np.asarray(column.cat.codes)[~missing]
+        names = numbers
+    else:
+        names = list(getattr(getattr(column, "cat", None), "categories", ()))
+        if len(names) != n_clusters:
+            raise ValueError(f"{column.name!r}: its values are neither the cluster numbers conjoined.anndata.cdp "
+                             f"wrote nor {n_clusters} categories, one per cluster (renamed, then subset?), so they "
+                             "cannot be matched to the fit's clusters")
+        labels[~missing] = np.asarray(column.cat.codes)[~missing]
     found = np.bincount(labels[labels >= 0], minlength=n_clusters)
-    if sizes.sum() > 0 and found.sum() == sizes.sum() and not np.array_equal(found, sizes):
-        raise ValueError(f"{column.name!r}: its categories are not in the order of the clusters they name (their "
-                         "items do not count up to the fit's cluster sizes): rename the categories in place "
-                         "(rename_categories), or keep the numbers")
-    return labels, categories
+    known = sizes.sum() > 0
+    if known and (np.any(found > sizes) or (found.sum() == sizes.sum() and not np.array_equal(found, sizes))):
+        raise ValueError(f"{column.name!r}: its clusters do not count up to the fit's cluster sizes "
+                         f"({found.tolist()[:8]} items now, {sizes.tolist()[:8]} at the fit): renumbered, reordered "
+                         "or merged after the fit? Rename the categories in place (rename_categories), or keep the "
+                         "numbers cdp wrote")
+    return labels, names
 
 
 def _posterior_dict(stored):

@@ -132,7 +132,6 @@ POOLING_SHAPES = np.logspace(-4, 4, 81)
 # rounds of their alternating fit, which stops when no block's background moves by more than LEVEL_TOLERANCE
 # (relative).
 LEVEL_SHAPES = np.logspace(-9, 4, 131)
-LEVEL_STRIDE = 10  # of the search over LEVEL_SHAPES (conjoined._negative_binomial.best_shape)
 LEVELS_EVIDENCE = 25.0
 LEVEL_ROUNDS = 100
 LEVEL_TOLERANCE = 1e-6
@@ -286,7 +285,7 @@ def _level_shape(totals, expected):
     if totals.size < 2:
         return np.inf
     shapes = LEVEL_SHAPES * max(totals.max(), 1.0)
-    best, gain = best_shape(shapes, totals.astype(np.float64), expected.astype(np.float64), LEVEL_STRIDE)
+    best, gain = best_shape(shapes, totals.astype(np.float64), expected.astype(np.float64))
     if best == shapes.size - 1 or 2 * gain < LEVELS_EVIDENCE:
         return np.inf
     return float(shapes[best])

@@ -619,14 +619,13 @@ def _temporary_sibling(path, kind):
     return path.with_name(f".{path.stem}.{kind}-{uuid.uuid4().hex[:12]}{path.suffix}")
 
 
-def _leftovers(path, own):
-    """The hidden siblings of ``path`` that :func:`atomic_output_dir` makes (``own`` aside): an earlier run's
-    staging or moved-aside folders, left where it was killed before it could remove them."""
+def _leftovers(path):
+    """The hidden siblings of ``path`` that :func:`atomic_output_dir` makes: an earlier run's staging or
+    moved-aside folders, left where it was killed before it could remove them."""
     path = Path(path)
     stem, suffix = glob.escape(path.stem), glob.escape(path.suffix)
-    found = {sibling for kind in ("partial", "replaced")
-             for sibling in path.parent.glob(f".{stem}.{kind}-{'[0-9a-f]' * 12}{suffix}")}
-    return sorted(sibling.name for sibling in found - {own})
+    return sorted({sibling.name for kind in ("partial", "replaced")
+                   for sibling in path.parent.glob(f".{stem}.{kind}-{'[0-9a-f]' * 12}{suffix}")})
 
 
 def _entry_location(path):
@@ -722,6 +721,12 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
         error = NotADirectoryError(f"cannot write the results to {path}: {ancestor} is a file, not a folder")
         error.errno = errno.ENOTDIR
         raise error
+    leftovers = _leftovers(parent / path.name)  # said before anything is made: a warning raised leaves nothing
+    if leftovers:
+        shown = ", ".join(leftovers[:3]) + (", ..." if len(leftovers) > 3 else "")
+        warnings.warn(f"{parent}: {len(leftovers)} hidden folder(s) left by an earlier run writing {path.name} that "
+                      f"was killed before it finished ({shown}); remove them unless that run is still going",
+                      LeftoverWarning, stacklevel=user_stacklevel())
     staging = _temporary_sibling(parent / path.name, "partial")
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -733,12 +738,6 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
         named = type(exc)(f"cannot write the results to {path}: {exc.strerror}")
         named.errno = exc.errno
         raise named from None
-    leftovers = _leftovers(parent / path.name, staging)
-    if leftovers:
-        shown = ", ".join(leftovers[:3]) + (", ..." if len(leftovers) > 3 else "")
-        warnings.warn(f"{parent}: {len(leftovers)} hidden folder(s) left by an earlier run writing {path.name} that "
-                      f"was killed before it finished ({shown}); remove them unless that run is still going",
-                      LeftoverWarning, stacklevel=user_stacklevel())
     try:
         yield staging
         with _signals_deferred():
