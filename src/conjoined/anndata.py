@@ -429,9 +429,8 @@ def _side_categories(reference, side, key, n_clusters):
     column = getattr(reference, side.frame).get(f"{key}_cluster")
     if column is None:
         return numbers
-    sizes = _stored_sizes(reference.uns[key], side.name)
     try:
-        return _read_clusters(column, np.zeros(n_clusters, np.int64) if sizes is None else sizes)[1]
+        return _read_clusters(column, _known_sizes(reference.uns[key], side.name, n_clusters))[1]
     except ValueError as exc:
         warnings.warn(f"{exc}; the new {side.name}s' clusters are named by their numbers",
                       stacklevel=user_stacklevel())
