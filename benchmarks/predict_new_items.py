@@ -14,7 +14,7 @@ probabilities right, and do held-out documents cluster as well as fitted ones?
 3. Single cells (``--pbmc``, needs scanpy: the 700 cells x 765 genes of ``examples/pbmc.py``, its counts and its
    hyperparameters, ``--pbmc-iter`` iterations): ``conjoined.anndata.cdp`` on a random half of the cells,
    ``conjoined.anndata.predict_cells`` on the other half; printed, the NMI of the cell clusters against the ten
-   cell types for each half, and how many fitted cells given back keep their own cluster.
+   cell types for each half, and how many fitted cells and genes given back keep their own cluster.
 
     python benchmarks/predict_new_items.py [--replicates 20] [--news ../shared/data/20news_w100.mat] [--pbmc]
     # ~1 min; --pbmc about 1 more
@@ -96,7 +96,7 @@ def newsgroups(path):
 
 
 def pbmc(n_iter):
-    from conjoined.anndata import cdp, predict_cells
+    from conjoined.anndata import cdp, predict_cells, predict_genes
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
     from pbmc import PAPER_HYPERPARAMETERS, pbmc_counts
@@ -112,6 +112,7 @@ def pbmc(n_iter):
     predict_cells(new, reference, layer="counts")
     predict_time = time.perf_counter() - start
     given_back = predict_cells(reference, reference, layer="counts", key_added="again", copy=True)
+    genes_back = predict_genes(reference, reference, layer="counts", key_added="again", copy=True)
 
     def nmi(cells, key):
         clusters = cells.obs[f"{key}_cluster"]
@@ -119,11 +120,15 @@ def pbmc(n_iter):
         return normalized_mutual_info_score(cells.obs["bulk_labels"].to_numpy()[kept], clusters.cat.codes[kept])
 
     same = (given_back.obs["again_cluster"] == reference.obs["cdp_cluster"]).to_numpy()
+    genes = genes_back.var
+    same_genes = (genes["again_cluster"].astype(str) == genes["cdp_cluster"].astype(str)).to_numpy()
+    doubtful = (genes["cdp_probability"] < 0.5).to_numpy()
     print(f"pbmc68k_reduced, conjoined.anndata.cdp(n_iter={n_iter}) on {reference.n_obs} cells: "
           f"{reference.uns['cdp']['theta'].shape[1]} cell clusters; NMI against the cell types, fitted half "
           f"{nmi(reference, 'cdp'):.3f}, held-out half {nmi(new, 'cdp'):.3f}; fitted cells given back in their own "
-          f"cluster {same.sum()}/{same.size}; fit {fit_time:.1f} s, classifying {new.n_obs} cells "
-          f"{predict_time:.3f} s")
+          f"cluster {same.sum()}/{same.size}, fitted genes {same_genes.sum()}/{same_genes.size} (of the others, "
+          f"{(~same_genes & doubtful).sum()} with their own cluster's probability below 0.5); fit {fit_time:.1f} s, "
+          f"classifying {new.n_obs} cells {predict_time:.3f} s")
 
 
 def main(argv=None):
