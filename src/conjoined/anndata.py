@@ -372,8 +372,8 @@ def _reference_classifier(reference, key, side):
         raise KeyError(f"reference.uns[{key!r}] holds no {side.other}_cluster_sizes: it was written by an older "
                        "version of conjoined; run conjoined.anndata.cdp on the reference again")
     other_labels, _ = _read_clusters(_cluster_column(reference, side.other_frame, key), sizes)
-    found = np.bincount(other_labels[other_labels >= 0], minlength=len(sizes))
-    if len(found) != len(sizes) or not np.array_equal(found, sizes):
+    found = _cluster_sizes(other_labels, len(sizes))
+    if found.sum() != sizes.sum():  # unequal counts over a whole side: _read_clusters has said so
         raise ValueError(
             f"reference.{side.other_frame}[{key + '_cluster'!r}] is not what conjoined.anndata.cdp wrote: "
             f"{sizes.sum()} {side.other}s in its {len(sizes)} clusters then, {found.sum()} now, cluster by cluster "
@@ -651,9 +651,9 @@ def _read_clusters(column, sizes):
                              f"wrote nor {n_clusters} categories, one per cluster (renamed, then subset?), so they "
                              "cannot be matched to the fit's clusters")
         labels[~missing] = np.asarray(column.cat.codes)[~missing]
-    found = np.bincount(labels[labels >= 0], minlength=n_clusters)
-    known = sizes.sum() > 0
-    if known and (np.any(found > sizes) or (found.sum() == sizes.sum() and not np.array_equal(found, sizes))):
+    found = _cluster_sizes(labels, n_clusters)
+    beyond = np.any(found > sizes) or (found.sum() == sizes.sum() and not np.array_equal(found, sizes))
+    if sizes.sum() > 0 and beyond:
         raise ValueError(f"{column.name!r}: its clusters do not count up to the fit's cluster sizes "
                          f"({found.tolist()[:8]} items now, {sizes.tolist()[:8]} at the fit): renumbered, reordered "
                          "or merged after the fit? Rename the categories in place (rename_categories), or keep the "

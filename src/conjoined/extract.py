@@ -285,7 +285,7 @@ def _level_shape(totals, expected):
     if totals.size < 2:
         return np.inf
     shapes = LEVEL_SHAPES * max(totals.max(), 1.0)
-    best, gain = best_shape(shapes, totals.astype(np.float64), expected.astype(np.float64))
+    best, gain = best_shape(shapes, np.asarray(totals, np.float64), np.asarray(expected, np.float64))
     if best == shapes.size - 1 or 2 * gain < LEVELS_EVIDENCE:
         return np.inf
     return float(shapes[best])
