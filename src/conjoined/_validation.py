@@ -236,6 +236,19 @@ def check_int(value, name, *, minimum=0):
     return int(value)
 
 
+def check_labels(labels, n, name):
+    """``labels`` (n,) of a partition, checked: integers, cluster indices >= 0 or -1 for items set aside, at
+    least one item in a cluster."""
+    if labels is None:
+        raise ValueError(f"{name} is required: the partition the blocks are made of")
+    labels = np.asarray(labels)
+    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{name} must be an integer array of shape ({n},), got {labels.dtype} {labels.shape}")
+    if labels.min() < -1 or labels.max() < 0:
+        raise ValueError(f"{name} must hold cluster indices >= 0 (or -1 for items set aside)")
+    return labels
+
+
 def check_bool(value, name):
     """``value`` as a bool; ValueError unless it is True or False (a numpy bool, 0 or 1 included)."""
     if not (isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1))):

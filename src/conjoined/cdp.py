@@ -14,7 +14,7 @@ Pipeline:
    update of the dual-topic model, K fixed;
 5. phi, theta and memberships from the token counts, and biclusters by significance of each (k, l) block of
    the partitions, after a refinement of the partitions under the block model (``refine``; see
-   ``conjoined.extract.refine_partition``).
+   ``conjoined.refine.refine_partition``).
 
 ``mode="paper"`` runs the published pipeline instead (independent multinomial DPMMs on the raw matrix, then the
 same reassignment and extraction unless set otherwise), for comparison.
@@ -50,22 +50,17 @@ from ._validation import (
     record_features,
     record_row_names,
 )
+from .background import DEFAULT_MIN_SIZE, check_thresholds
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.backends import single_threaded_blas
 from .dpmm.diagnostics import ChainNotSettledWarning, ChainTrend, describe
 from .dpmm.estimator import SharedClientMixin, resolve_n_jobs, seed_sequence
 from .dpmm.priors import COUNT_GRID, SufficientStats
 from .dpmm.sampler import merge_log_odds
-from .extract import (
-    BACKGROUNDS,
-    DEFAULT_MIN_SIZE,
-    check_thresholds,
-    extract_biclusters,
-    refine_partition,
-    topic_parameters,
-)
+from .extract import BACKGROUNDS, extract_biclusters, topic_parameters
 from .predict import cluster_probabilities, most_probable, side_classifiers
 from .reassign import TokenCounts, check_token_total, reassign_tokens
+from .refine import refine_partition
 
 LIKELIHOODS = ("poisson", "multinomial")
 MODES = ("conjoined", "paper")
@@ -436,7 +431,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         Before the significance rule, refine the row and column partitions under the block model it assumes
         (heavy blocks at their densities, pooled by empirical Bayes, background elsewhere; soft EM, rows then
         columns; then clusters merged while that raises the model's classification likelihood;
-        ``conjoined.extract.refine_partition``). The DP mixtures' posterior summary tends to leave borderline
+        ``conjoined.refine.refine_partition``). The DP mixtures' posterior summary tends to leave borderline
         rows of a small block out; this decides them by their likelihood under the blocks' densities. A
         mixture can also set apart a few background rows whose counts are high by chance: their block passes
         the significance test, but not the cost of their labels, and they rejoin the background. It does

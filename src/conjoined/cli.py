@@ -79,6 +79,7 @@ from . import __version__
 from ._interrupt import interruption_behind
 from ._validation import check_matrix, line_totals
 from .anndata import SINGLE_CELL_DEFAULTS
+from .background import DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
 from .cdp import (
     DISPERSIONS,
     LIKELIHOODS,
@@ -91,7 +92,7 @@ from .cdp import (
 )
 from .datasets import CDP_CASES, make_cdp_case
 from .dpmm.estimator import BACKENDS, fresh_seed
-from .extract import BACKGROUNDS, DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
+from .extract import BACKGROUNDS
 from .io import (
     atomic_output_dir,
     atomic_output_file,

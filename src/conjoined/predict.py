@@ -2,7 +2,7 @@
 the fitted items' clusters.
 
 An item of one side is read by its counts summed over the other side's clusters, ``x`` (L,), as the refinement
-reads it (:func:`conjoined.extract.refine_partition`, step 1), and cluster k's posterior probability is
+reads it (:func:`conjoined.refine.refine_partition`, step 1), and cluster k's posterior probability is
 
     p(k | x) ∝ w_k exp(log p(x | k) / dispersion)
 
@@ -33,14 +33,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from .extract import (
-    _block_profiles,
-    _counts_over_clusters,
-    _heavy_of_partition,
-    _merge_dispersion,
-    block_rates,
-    check_thresholds,
-)
+from .background import _counts_over_clusters, _heavy_of_partition, check_thresholds
+from .refine import _block_profiles, _merge_dispersion, block_rates
 
 __all__ = ["SideClassifier", "side_classifiers", "cluster_probabilities", "most_probable", "label_probabilities"]
 
