@@ -4,8 +4,12 @@ import itertools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from numba import njit
+from numba.np.random.random_methods import random_interval
 from scipy.special import gammaln
 
+from conjoined._legacy_stream import legacy_generator
+from conjoined.datasets import make_marques_like
 from conjoined.reassign import TokenCounts, _paper_code_pass, collapsed_log_probability, reassign_tokens
 
 HYPER = {"a_r": 0.5, "a_c": 0.5, "lam": 0.5}
@@ -238,11 +242,80 @@ def test_paper_code_draw_leaves_the_token_out():
     n_draws = 4000
     for seed in range(n_draws):
         pairs = np.array([0, 0, 1], dtype=np.int32)
-        _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, 1, 2, 1, seed)
+        _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, 1, 2, 1, legacy_generator(seed))
         assert pairs[2] == 0
         tally[int((pairs == 0).sum())] += 1
     for n_zero, probability in ((1, 0.25), (2, 0.5), (3, 0.25)):
         assert tally[n_zero] / n_draws == pytest.approx(probability, abs=0.03)
+
+
+@njit
+def _seed_numba_stream(seed):
+    np.random.seed(seed)
+
+
+@njit
+def _numba_stream_draws(n):
+    """n draws of numba's global stream, as a user's jitted code makes them: uniforms, binomials, Poissons."""
+    out = np.empty(3 * n)
+    for t in range(n):
+        out[3 * t] = np.random.random()
+        out[3 * t + 1] = np.random.binomial(40 + t, 0.3)
+        out[3 * t + 2] = np.random.poisson(2.5 + 40 * (t % 2))
+    return out
+
+
+@njit
+def _numba_uniforms(n):
+    return np.array([np.random.random() for _ in range(n)])
+
+
+@njit
+def _generator_draws(rng, n):
+    out = np.empty(3 * n)
+    for t in range(n):
+        out[3 * t] = rng.random()
+        out[3 * t + 1] = rng.binomial(40 + t, 0.3)
+        out[3 * t + 2] = rng.poisson(2.5 + 40 * (t % 2))
+    return out
+
+
+@njit
+def _numba_stream_integers(n, high):
+    return np.array([np.random.randint(0, high) for _ in range(n)])
+
+
+@njit
+def _generator_integers(rng, n, high):
+    return np.array([np.int64(random_interval(rng.bit_generator, high - 1)) for _ in range(n)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**31 - 2])
+def test_legacy_generator_draws_what_numbas_global_stream_drew_after_the_same_seed(seed):
+    # what keeps a seed's reassignment and make_marques_like's matrices as they were before the kernels took a
+    # Generator
+    _seed_numba_stream(seed)
+    np.testing.assert_array_equal(_generator_draws(legacy_generator(seed), 500), _numba_stream_draws(500))
+    _seed_numba_stream(seed)
+    np.testing.assert_array_equal(_generator_integers(legacy_generator(seed), 500, 37),
+                                  _numba_stream_integers(500, 37))
+
+
+@pytest.mark.parametrize("draw", [
+    lambda: reassign_tokens(np.array([[3, 9, 1], [0, 12, 2]]), [0, 1], [0, 1, 1], 2, 2, **HYPER, n_sweeps=2,
+                            random_state=0),
+    lambda: reassign_tokens(np.array([[3, 9, 1], [0, 12, 2]]), [0, 1], [0, 1, 1], 2, 2, **HYPER, n_sweeps=2,
+                            method="paper-code", random_state=0),
+    lambda: make_marques_like(60, 30, n_row_clusters=3, n_col_clusters=3, random_state=0),
+], ids=["gibbs", "paper-code", "make_marques_like"])
+def test_kernels_that_draw_leave_numbas_global_stream_alone(draw):
+    # a user's own jitted code draws from numba's global stream (one per thread): a fit must not reseed it
+    _seed_numba_stream(11)
+    expected = _numba_uniforms(6)
+    _seed_numba_stream(11)
+    first = _numba_uniforms(3)
+    draw()
+    np.testing.assert_array_equal(np.concatenate([first, _numba_uniforms(3)]), expected)
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,10 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 from numba import njit
+from numba.np.random.random_methods import random_interval
 from sklearn.utils import Bunch
 
+from ._legacy_stream import legacy_generator
 from ._validation import check_bool, check_int, check_positive
 from .io import _mat_strings
 
@@ -206,11 +208,11 @@ def _fill_sparse_negative_binomial(
     column_labels,
     row_means,
     dispersion,
-    seed,
+    rng,
     indices,
     data,
 ):
-    """Fill CSR ``indices``/``data`` row by row.
+    """Fill CSR ``indices``/``data`` row by row, drawing from the Generator ``rng``.
 
     Row i holds ``nonzeros_per_block[i, l]`` entries in column cluster l at uniformly drawn distinct columns (partial
     Fisher-Yates over that cluster's columns), each valued by a zero-truncated NB(row_means[i, l], dispersion) draw:
@@ -218,7 +220,6 @@ def _fill_sparse_negative_binomial(
     per unit of the value), by gamma-Poisson draws until one is non-zero. ``columns_by_cluster`` is permuted in
     place; it stays a permutation of each cluster's columns.
     """
-    np.random.seed(seed)
     n_rows, n_col_clusters = nonzeros_per_block.shape
     for i in range(n_rows):
         position = indptr[i]
@@ -226,7 +227,7 @@ def _fill_sparse_negative_binomial(
             start = cluster_offsets[cluster]
             size = cluster_offsets[cluster + 1] - start
             for t in range(nonzeros_per_block[i, cluster]):
-                pick = start + t + np.random.randint(0, size - t)
+                pick = start + t + np.int64(random_interval(rng.bit_generator, size - t - 1))
                 chosen = columns_by_cluster[pick]
                 columns_by_cluster[pick] = columns_by_cluster[start + t]
                 columns_by_cluster[start + t] = chosen
@@ -241,11 +242,11 @@ def _fill_sparse_negative_binomial(
             if mean / nonzero > INVERSE_CDF_LIMIT:
                 value = 0
                 while value == 0:
-                    value = np.random.poisson(np.random.gamma(dispersion, mean / dispersion))
+                    value = rng.poisson(rng.gamma(dispersion, mean / dispersion))
                 data[position] = value
                 continue
             pmf = np.exp(log_zero) * dispersion * success / nonzero  # P(X = 1 | X > 0)
-            target = np.random.random()
+            target = rng.random()
             value = 1
             cumulative = pmf
             while cumulative < target:
@@ -364,7 +365,7 @@ def make_marques_like(
         col_labels.astype(np.int64),
         row_means,
         dispersion,
-        int(rng.integers(2**31 - 1)),
+        legacy_generator(int(rng.integers(2**31 - 1))),
         indices,
         data,
     )

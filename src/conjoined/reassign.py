@@ -61,6 +61,7 @@ from numba import njit
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
 
+from ._legacy_stream import legacy_generator
 from ._validation import MAX_EXACT_TOTAL, check_int, check_matrix, check_positive
 
 __all__ = ["TokenCounts", "check_token_total", "collapsed_log_probability", "reassign_tokens"]
@@ -233,10 +234,10 @@ def _dense_column_sums(n_kl, n_k, lam, row_prior_mass, dense):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _draw_from_cumulative(cumulative, n):
+def _draw_from_cumulative(rng, cumulative, n):
     """Index < n drawn with probabilities proportional to the increments of the non-decreasing
     ``cumulative[:n]``."""
-    u = np.random.random() * cumulative[n - 1]
+    u = rng.random() * cumulative[n - 1]
     low = 0
     high = n - 1
     while low < high:
@@ -249,7 +250,7 @@ def _draw_from_cumulative(cumulative, n):
 
 
 @njit(cache=True, nogil=True)
-def _draw_pair(n_kl, n_k, lam, row_prior_mass, col_factor, col_cumulative, row_cumulative, sparse_topics,
+def _draw_pair(rng, n_kl, n_k, lam, row_prior_mass, col_factor, col_cumulative, row_cumulative, sparse_topics,
                sparse_cumulative, n_sparse, dense_cumulative):
     """A pair id ``k * K_c + l`` from p0 (module docstring), split as
 
@@ -261,20 +262,20 @@ def _draw_pair(n_kl, n_k, lam, row_prior_mass, col_factor, col_cumulative, row_c
     """
     n_row_topics, n_col_topics = n_kl.shape
     sparse_mass = sparse_cumulative[n_sparse - 1] if n_sparse else 0.0
-    u = np.random.random() * (sparse_mass + dense_cumulative[n_col_topics - 1])
+    u = rng.random() * (sparse_mass + dense_cumulative[n_col_topics - 1])
     if u < sparse_mass:
-        k = sparse_topics[_draw_from_cumulative(sparse_cumulative, n_sparse)]
+        k = sparse_topics[_draw_from_cumulative(rng, sparse_cumulative, n_sparse)]
         total = 0.0
         for l in range(n_col_topics):
             total += (n_kl[k, l] + lam) * col_factor[l]
             col_cumulative[l] = total
-        return k * n_col_topics + _draw_from_cumulative(col_cumulative, n_col_topics)
-    l = _draw_from_cumulative(dense_cumulative, n_col_topics)
+        return k * n_col_topics + _draw_from_cumulative(rng, col_cumulative, n_col_topics)
+    l = _draw_from_cumulative(rng, dense_cumulative, n_col_topics)
     total = 0.0
     for k in range(n_row_topics):
         total += (n_kl[k, l] + lam) / (n_k[k] + row_prior_mass)
         row_cumulative[k] = total
-    return _draw_from_cumulative(row_cumulative, n_row_topics) * n_col_topics + l
+    return _draw_from_cumulative(rng, row_cumulative, n_row_topics) * n_col_topics + l
 
 
 @njit(cache=True, nogil=True)
@@ -317,7 +318,7 @@ def _add_tally(tally, sign, i, j, n_kl, n_ik, n_jl, n_k, n_l):
 
 
 @njit(cache=True, nogil=True)
-def _deep_cell_update(pairs, start, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
+def _deep_cell_update(rng, pairs, start, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
                       col_prior_mass, dense, current, proposal, weights, row_tally, col_tally):
     """The block update of a cell with many tokens (``c`` >= K_r K_c), on its allocation's tally instead of its
     tokens: the proposal ``Multinomial(c, p0)`` is drawn by conditional binomials over the K_r K_c pairs, which
@@ -342,7 +343,7 @@ def _deep_cell_update(pairs, start, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_
             proposal[pair] = 0
             continue
         share = weights[pair] / total
-        drawn = remaining if share >= 1.0 or pair == n_pairs - 1 else np.random.binomial(remaining, share)
+        drawn = remaining if share >= 1.0 or pair == n_pairs - 1 else rng.binomial(remaining, share)
         proposal[pair] = drawn
         remaining -= drawn
         total -= weights[pair]
@@ -352,7 +353,7 @@ def _deep_cell_update(pairs, start, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_
         _log_tally_weight(current, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
                           col_prior_mass, row_tally, col_tally)
     chosen = current
-    if log_ratio >= 0.0 or np.random.random() < math.exp(log_ratio):
+    if log_ratio >= 0.0 or rng.random() < math.exp(log_ratio):
         chosen = proposal
         t = start
         for pair in range(n_pairs):
@@ -379,10 +380,9 @@ def _gibbs_sweep(
     a_c,
     lam,
     max_cell_count,
-    seed,
+    rng,
 ):
     """One sweep of the per-cell block update over every cell with tokens, in CSR order; updates in place."""
-    np.random.seed(seed)
     n_rows, n_row_topics = n_ik.shape
     n_col_topics = n_jl.shape[1]
     row_prior_mass = n_rows * a_r
@@ -412,9 +412,9 @@ def _gibbs_sweep(
             start = offsets[cell]
             stop = start + c
             if c >= n_pairs:
-                _deep_cell_update(pairs, start, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam, row_prior_mass,
-                                  col_prior_mass, dense, deep_current, deep_proposal, deep_weights, row_tally,
-                                  col_tally)
+                _deep_cell_update(rng, pairs, start, c, i, j, n_kl, n_ik, n_jl, n_k, n_l, a_r, a_c, lam,
+                                  row_prior_mass, col_prior_mass, dense, deep_current, deep_proposal, deep_weights,
+                                  row_tally, col_tally)
                 continue
             _move_tracked(pairs, start, stop, i, j, -1, n_kl, n_ik, n_jl, n_k, n_l, lam, row_prior_mass, dense)
             total = 0.0
@@ -433,8 +433,8 @@ def _gibbs_sweep(
                     sparse_topics[n_sparse] = k
                     sparse_cumulative[n_sparse] = total
                     n_sparse += 1
-            draw_args = (n_kl, n_k, lam, row_prior_mass, col_factor, col_cumulative, row_cumulative, sparse_topics,
-                         sparse_cumulative, n_sparse, dense_cumulative)
+            draw_args = (rng, n_kl, n_k, lam, row_prior_mass, col_factor, col_cumulative, row_cumulative,
+                         sparse_topics, sparse_cumulative, n_sparse, dense_cumulative)
             if c == 1:
                 pairs[start] = _draw_pair(*draw_args)
             else:
@@ -479,19 +479,19 @@ def _gibbs_sweep(
                     row_tally,
                     col_tally,
                 )
-                if log_ratio >= 0.0 or np.random.random() < math.exp(log_ratio):
+                if log_ratio >= 0.0 or rng.random() < math.exp(log_ratio):
                     for t in range(c):
                         pairs[start + t] = proposal[t]
             _move_tracked(pairs, start, stop, i, j, 1, n_kl, n_ik, n_jl, n_k, n_l, lam, row_prior_mass, dense)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _leave_one_out_label(label_counts, own_label):
+def _leave_one_out_label(rng, label_counts, own_label):
     """A label drawn from ``label_counts`` minus one token of ``own_label``; ``own_label`` if no other token."""
     n_others = label_counts.sum() - 1
     if n_others <= 0:
         return own_label
-    u = np.random.random() * n_others
+    u = rng.random() * n_others
     running = 0.0
     for label in range(label_counts.shape[0]):
         running += label_counts[label] - (1 if label == own_label else 0)
@@ -501,12 +501,11 @@ def _leave_one_out_label(label_counts, own_label):
 
 
 @njit(cache=True, nogil=True)
-def _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, n_cols, n_row_topics, n_col_topics, seed):
+def _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, n_cols, n_row_topics, n_col_topics, rng):
     """The authors' reassignment, one pass: every token's row topic is redrawn from the row topics of its
     column's other tokens, and its column topic from the column topics of its row's other tokens (their code's
     per-column vectors of row labels and per-row vectors of column labels; all draws use the labels from before
     the pass). Updates ``pairs`` in place; the caller recounts."""
-    np.random.seed(seed)
     n_rows = indptr.shape[0] - 1
     column_row_topics = np.zeros((n_cols, n_row_topics))
     row_column_topics = np.zeros((n_rows, n_col_topics))
@@ -522,8 +521,8 @@ def _paper_code_pass(indptr, indices, cell_counts, offsets, pairs, n_cols, n_row
             for t in range(offsets[cell], offsets[cell] + cell_counts[cell]):
                 k = pairs[t] // n_col_topics
                 l = pairs[t] - k * n_col_topics
-                new_k = _leave_one_out_label(column_row_topics[j], k)
-                new_l = _leave_one_out_label(row_column_topics[i], l)
+                new_k = _leave_one_out_label(rng, column_row_topics[j], k)
+                new_l = _leave_one_out_label(rng, row_column_topics[i], l)
                 pairs[t] = new_k * n_col_topics + new_l
 
 
@@ -653,7 +652,8 @@ def reassign_tokens(
         "labels": a token at (i, j) starts at pair (row_labels[i], column_labels[j]). "random": uniform pairs
         (DT2B).
     random_state : None, int, RandomState or Generator
-        Same seed, same result.
+        Same seed, same result. The draws come from this state alone: numba's global random stream, which a
+        user's own jitted ``np.random`` calls draw from, is left as it was.
     callback : callable, optional
         Called as ``callback(sweep, counts)`` after each sweep (sweep = 0, 1, ...) with a copy of the current
         :class:`TokenCounts`.
@@ -727,12 +727,12 @@ def reassign_tokens(
                 a_c,
                 lam,
                 max_cell_count,
-                seeds[sweep],
+                legacy_generator(seeds[sweep]),
             )
         else:
             _paper_code_pass(
                 indptr, indices, cell_counts, offsets, pairs, n_cols, n_row_clusters, n_column_clusters,
-                seeds[sweep],
+                legacy_generator(seeds[sweep]),
             )
             counts = _empty_counts(n_rows, n_cols, n_row_clusters, n_column_clusters)
             _tally(indptr, indices, cell_counts, offsets, pairs, *counts)
