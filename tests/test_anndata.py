@@ -184,6 +184,22 @@ def test_copy_semantics_and_key_added(planted):
     _assert_same_results(result, adata, key="run1")
 
 
+def test_a_run_that_fails_after_the_fit_leaves_the_anndata_as_it_was(planted, monkeypatch):
+    adata, _, _, _ = planted
+    adata = cdp(adata, key_added="run", copy=True, **PARAMS)
+    before = adata.copy()
+
+    def interrupted(self, X):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ConjoinedDirichletProcess, "predict_row_proba", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cdp(adata, key_added="second", **{**PARAMS, "random_state": 1})
+    assert list(adata.obs) == list(before.obs) and list(adata.var) == list(before.var)
+    assert list(adata.obsm) == list(before.obsm) and list(adata.uns) == list(before.uns)
+    _assert_same_results(before, adata, key="run")
+
+
 def test_dense_and_layer_give_the_same_result_and_sparse_stays_sparse(planted, monkeypatch):
     adata, _, _, _ = planted
     seen = []

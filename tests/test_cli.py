@@ -384,6 +384,12 @@ def test_predict_refuses_what_it_cannot_match_and_keeps_files(reference, planted
     status, _, err = _run(["predict", reference, tmp_path / "zero.csv", "-o", reference / "model.npz", "--force"],
                           capsys)
     assert status == 2 and "write it outside the fit's folder" in err
+    (folder,), _ = _write_10x(tmp_path, X, genes, cells)  # an input folder: no output may go inside it
+    kept = (folder / "matrix.mtx.gz").read_bytes()
+    status, _, err = _run(["predict", reference, folder, "-o", folder / "matrix.mtx.gz", "--side", "columns",
+                           "--force"], capsys)
+    assert status == 2 and f"matrix.mtx.gz is inside the input {folder}: choose another output file" in err
+    assert (folder / "matrix.mtx.gz").read_bytes() == kept
     pd.DataFrame(X[:, :2], index=[f"g{i}" for i in range(16)], columns=["a", "b"]).to_csv(tmp_path / "other.csv")
     status, _, err = _run(["predict", reference, tmp_path / "other.csv", "-o", tmp_path / "o.csv"], capsys)
     assert status == 2 and "(its row 'g0' is not a fitted row; its column 'a' is not a fitted column)" in err
@@ -1147,6 +1153,18 @@ def test_importing_the_package_loads_neither_numba_nor_scikit_learn(tmp_path):
     code = "import sys, conjoined; print(sorted(m for m in ('numba', 'sklearn', 'scipy') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert result.stdout == "[]\n"
+
+
+def test_the_command_ignores_ctrl_c_once_done(tmp_path):
+    """Once the command has returned, its outputs are whole: a Ctrl-C while the interpreter shuts down must not
+    kill the process by SIGINT (a status that says nothing was written). Called with argv, as from Python, the
+    entry point leaves SIGINT alone."""
+    code = ("import signal, sys; sys.argv = ['conjoined', '--version']; import conjoined.__main__ as command; "
+            "command.main(['--version']); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); "
+            "command.main(); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    version = f"conjoined {cli.__version__}"
+    assert result.stdout.splitlines() == [version, "False", version, "True"]
 
 
 def test_ctrl_c_while_the_command_loads_is_one_line(capsys, monkeypatch):

@@ -75,9 +75,11 @@ def test_scheduler_address(clients):
     assert_same_fit(local, conjoined.DPMM(backend="dask", address=address, **PARAMS).fit(X))
 
 
-def test_embedded_local_cluster():
+def test_embedded_local_cluster_gives_the_local_fit_and_leaves_the_environment_alone():
     X = gaussian_mixture(2)
+    environment = dict(os.environ)  # Dask's nannies set OMP_NUM_THREADS=1, PYTHONHASHSEED, ... in the process
     assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), conjoined.DPMM(backend="dask", **PARAMS).fit(X))
+    assert dict(os.environ) == environment
 
 
 @pytest.mark.parametrize("kind, kill_at_call", [("counts", 2 * 5 + 1), ("gaussian", 2 * 9 + 2)])

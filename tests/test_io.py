@@ -3,6 +3,7 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import warnings
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from conjoined._validation import check_matrix
 from conjoined.io import (
     atomic_output_dir,
     atomic_output_file,
+    atomic_output_files,
+    check_not_input,
     read_matrix,
     write_json,
     write_table_csv,
@@ -811,6 +814,57 @@ def test_atomic_output_file(tmp_path):
         pytest.fail("the block must not run")
     with pytest.raises(FileNotFoundError, match=r"x\.json: its folder .*nodir does not exist"):
         write_json(tmp_path / "nodir" / "x.json", {})
+
+
+def test_atomic_output_files_replace_all_together_when_a_signal_arrives_in_between(tmp_path, monkeypatch):
+    pair = [tmp_path / "pair.csv", tmp_path / "pair.truth.json"]
+    for path in pair:
+        path.write_text("old")
+    replace = os.replace
+
+    def replace_then_signal(source, target):
+        replace(source, target)
+        signal.raise_signal(signal.SIGINT)  # a Ctrl-C right after the first file is in place
+
+    monkeypatch.setattr(os, "replace", replace_then_signal)
+    with pytest.raises(KeyboardInterrupt), atomic_output_files(pair) as temporaries:
+        for temporary in temporaries:
+            temporary.write_text("new")
+    monkeypatch.undo()
+    assert [path.read_text() for path in pair] == ["new", "new"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pair.csv", "pair.truth.json"]
+
+
+def test_atomic_output_file_writes_through_a_symlink_and_refuses_what_is_not_a_file(tmp_path):
+    target = tmp_path / "real.csv"
+    target.write_text("old")
+    (tmp_path / "link.csv").symlink_to(target)
+    with atomic_output_file(tmp_path / "link.csv") as temporary:
+        temporary.write_text("new")
+    assert (tmp_path / "link.csv").is_symlink() and target.read_text() == "new"
+    os.mkfifo(tmp_path / "pipe.csv")  # as /dev/stdout leads to: replaced, it would be a file nobody reads
+    (tmp_path / "stdout").symlink_to(tmp_path / "pipe.csv")
+    for path in ("pipe.csv", "stdout"):
+        with pytest.raises(ValueError, match=f"{path} is not a regular file"), atomic_output_file(tmp_path / path):
+            pytest.fail("the block must not run")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "to_folder").symlink_to(tmp_path / "folder")
+    with pytest.raises(IsADirectoryError, match="to_folder is a directory"), atomic_output_file(
+            tmp_path / "to_folder"):
+        pytest.fail("the block must not run")
+    assert (tmp_path / "to_folder").is_symlink() and (tmp_path / "pipe.csv").is_fifo()
+
+
+def test_check_not_input(tmp_path):
+    folder = tmp_path / "tenx"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="matrix.mtx is inside the input .*tenx: choose another output file"):
+        check_not_input(folder / "matrix.mtx", [tmp_path / "a.csv", folder])
+    (tmp_path / "a.csv").write_text("")
+    (tmp_path / "b.csv").symlink_to(tmp_path / "a.csv")
+    with pytest.raises(ValueError, match="b.csv is the input .*a.csv"):
+        check_not_input(tmp_path / "b.csv", [tmp_path / "a.csv"])
+    check_not_input(tmp_path / "out.csv", [folder, tmp_path / "a.csv"])  # beside the inputs
 
 
 def test_write_table_csv_round_trip(tmp_path):

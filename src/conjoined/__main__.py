@@ -1,5 +1,6 @@
 """``python -m conjoined`` and the ``conjoined`` command: :func:`conjoined.cli.main`, loaded on the call."""
 
+import signal
 import sys
 
 
@@ -7,14 +8,21 @@ def main(argv=None):
     """Run the ``conjoined`` command with ``argv`` (see :func:`conjoined.cli.main`); returns the exit status.
 
     The command's modules (numba, scikit-learn, ...) load here, inside the call, so that a Ctrl-C while they load
-    ends the command as one during its run does (a line on stderr, status 130), not with a traceback.
+    ends the command as one during its run does (a line on stderr, status 130), not with a traceback. Called
+    without ``argv`` (the ``conjoined`` command, ``python -m conjoined``), it leaves SIGINT ignored once the
+    command is done.
     """
     try:
         from .cli import main as run
     except KeyboardInterrupt:
         print("conjoined: interrupted", file=sys.stderr)
         return 130
-    return run(argv)
+    status = run(argv)
+    if argv is None:  # the process's own command, which ends with this call
+        # The command is done and its outputs whole; a Ctrl-C while the interpreter then shuts down (numba's and
+        # Dask's threads, up to a second) would kill the process by SIGINT, whose status says "nothing written".
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return status
 
 
 if __name__ == "__main__":

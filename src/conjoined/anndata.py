@@ -257,23 +257,14 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         unassigned=f"their {key_added}_cluster is missing")
     model._warn_unsettled(side_names=("gene", "cell"))
 
-    if copy:  # a backed AnnData copies into memory, not into another file
-        adata = adata.to_memory() if adata.isbacked else adata.copy()
-    gene_names = np.asarray(adata.var_names, dtype=str)
-    cell_names = np.asarray(adata.obs_names, dtype=str)
-    adata.obs[f"{key_added}_cluster"] = _categorical(model.block_column_labels_, model.n_column_clusters_, pandas)
-    adata.var[f"{key_added}_cluster"] = _categorical(model.block_row_labels_, model.n_row_clusters_, pandas)
     with warnings.catch_warnings():  # the items set aside were named above
         warnings.simplefilter("ignore", AllZeroWarning)
-        for frame, labels, probabilities in (
-                (adata.obs, model.block_column_labels_, model.predict_column_proba(genes_by_cells)),
-                (adata.var, model.block_row_labels_, model.predict_row_proba(genes_by_cells))):
-            frame[f"{key_added}_probability"] = label_probabilities(probabilities, labels, np.nan)
-    adata.obsm[f"{key_added}_membership"] = model.column_membership_
-    adata.varm[f"{key_added}_membership"] = model.row_membership_
-    adata.obsm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.columns_.T)
-    adata.varm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.rows_.T)
-
+        cell_probability, gene_probability = (
+            label_probabilities(probabilities, labels, np.nan) for labels, probabilities in (
+                (model.block_column_labels_, model.predict_column_proba(genes_by_cells)),
+                (model.block_row_labels_, model.predict_row_proba(genes_by_cells))))
+    gene_names = np.asarray(adata.var_names, dtype=str)
+    cell_names = np.asarray(adata.obs_names, dtype=str)
     pairs = np.asarray(model.bicluster_pairs_, dtype=np.int64).reshape(-1, 2)
     index = [str(b) for b in range(len(pairs))]
     bicluster_genes, bicluster_cells = {}, {}
@@ -282,7 +273,7 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         bicluster_genes[index[b]] = gene_names[genes]
         bicluster_cells[index[b]] = cell_names[cells]
     run = {"layer": layer} if layer is not None else {}
-    adata.uns[key_added] = {
+    results = {
         "biclusters": pandas.DataFrame(
             {
                 "k": pairs[:, 0],
@@ -308,6 +299,20 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         "cell_classifier": _storable_classifier(model.column_classifier_),
         "gene_classifier": _storable_classifier(model.row_classifier_),
     }
+
+    # Everything is computed: only now is the AnnData written, so that an error or an interruption above leaves
+    # it as it was (with copy=False, the previous run's results stay whole).
+    if copy:  # a backed AnnData copies into memory, not into another file
+        adata = adata.to_memory() if adata.isbacked else adata.copy()
+    adata.obs[f"{key_added}_cluster"] = _categorical(model.block_column_labels_, model.n_column_clusters_, pandas)
+    adata.var[f"{key_added}_cluster"] = _categorical(model.block_row_labels_, model.n_row_clusters_, pandas)
+    adata.obs[f"{key_added}_probability"] = cell_probability
+    adata.var[f"{key_added}_probability"] = gene_probability
+    adata.obsm[f"{key_added}_membership"] = model.column_membership_
+    adata.varm[f"{key_added}_membership"] = model.row_membership_
+    adata.obsm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.columns_.T)
+    adata.varm[f"{key_added}_biclusters"] = np.ascontiguousarray(model.rows_.T)
+    adata.uns[key_added] = results
     return adata if copy else None
 
 

@@ -46,8 +46,9 @@ negative or non-integer values, an empty matrix, an existing OUTDIR without ``--
 OUTDIR that is not an empty folder or an earlier fit's, an OUTDIR that is or holds an input or the current
 directory) or too little memory, reported as one line ``conjoined: error: ...``
 on stderr with nothing written; 130 when interrupted (Ctrl-C), 143 on SIGTERM and 129 on SIGHUP, with
-nothing written either (a signal that arrives while the finished output is moved into place waits for the move:
-the output is then whole, and the status still says the run was interrupted); 141 (as for SIGPIPE) when stdout is closed early
+nothing written either (a signal that arrives while the finished output is moved into place waits for the move,
+and one may arrive as the summary is printed: the output is then whole, and the status still says the run was
+interrupted; once the command has returned, a Ctrl-C is ignored); 141 (as for SIGPIPE) when stdout is closed early
 (``conjoined fit ... | head -1``), after every output file was written. If OUTDIR appears, or comes to hold
 files of the user's, while the fit runs, it is left as it is and the results go to ``OUTDIR.new`` instead (exit
 status 2, the line saying so; a signal that arrives meanwhile gives its own status, and the line still says where
@@ -96,6 +97,8 @@ from .extract import BACKGROUNDS
 from .io import (
     atomic_output_dir,
     atomic_output_file,
+    atomic_output_files,
+    check_not_input,
     kept_elsewhere,
     read_matrix,
     write_json,
@@ -870,11 +873,9 @@ def _run_simulate(args, argv):
             for b, (row_mask, column_mask) in enumerate(zip(rows, columns))
         ],
     }
-    # Both files are written under temporary names first, and both final names are checked (not directories)
-    # before either is replaced: a failed write leaves neither file half-written or replaced.
-    with contextlib.ExitStack() as stack:
-        matrix_temporary = stack.enter_context(atomic_output_file(output))
-        truth_temporary = stack.enter_context(atomic_output_file(truth_path))
+    # Both files are written under temporary names first, then replace the old pair together: a failed write or
+    # an interruption leaves neither file half-written, and never a matrix beside another matrix's truth.
+    with atomic_output_files([output, truth_path]) as (matrix_temporary, truth_temporary):
         _write_matrix_file(matrix_temporary, output.suffix.lower(), X, row_names, column_names)
         write_json(truth_temporary, truth)
     print(
@@ -1091,9 +1092,7 @@ def _run_predict(args, argv):
     if output.absolute().parent.resolve() == Path(args.fitdir).resolve():
         raise UserError(f"{output}: write it outside the fit's folder {args.fitdir} (it holds the fit's own files "
                         "only)")
-    for kept in (args.input, args.row_names, args.column_names):
-        if kept is not None and output.exists() and output.resolve() == Path(kept).resolve():
-            raise UserError(f"{output} is the input {kept}: choose another output file")
+    check_not_input(output, [path for path in (args.input, args.row_names, args.column_names) if path is not None])
     X, row_names, column_names, _ = _read_counts(args)
     side = _new_items_side(args, X, row_names, column_names, model)
     classifiers = fitted_classifiers(X_fit, model.block_row_labels_, model.block_column_labels_,

@@ -40,6 +40,8 @@ __all__ = [
     "LeftoverWarning",
     "atomic_output_dir",
     "atomic_output_file",
+    "atomic_output_files",
+    "check_not_input",
     "read_matrix",
     "write_json",
     "write_table_csv",
@@ -873,30 +875,70 @@ def _json_default(value):
 
 
 @contextlib.contextmanager
-def atomic_output_file(path):
-    """Write a file all at once: yield a temporary name beside ``path``, which replaces ``path`` on success.
+def atomic_output_files(paths):
+    """Write several files all at once: yield a list of temporary names, one beside each of ``paths``, which
+    replace them on success, one after the other with SIGINT, SIGTERM and SIGHUP held (none can stop the
+    replacement half done).
 
-    The temporary name keeps the extension of ``path``. If the block raises, the temporary file is removed and
-    the exception propagates; an existing ``path`` is left untouched.
+    A temporary name keeps the extension of its path. A path that is a symlink is written through: the file it
+    leads to is replaced, and the link kept. If the block raises, the temporary files are removed and the
+    exception propagates; existing files are left untouched.
 
     Raises
     ------
     IsADirectoryError
-        ``path`` is a directory (not a symlink to one), raised before the block runs.
+        A path is a directory, or a symlink to one.
+    ValueError
+        A path exists but is not a regular file (a device, a pipe, ``/dev/stdout``): it cannot be replaced.
     FileNotFoundError
-        The folder of ``path`` does not exist, raised before the block runs.
+        The folder of a path does not exist.
+
+    All three are raised before the block runs.
     """
-    path = Path(path)
-    if path.is_dir() and not path.is_symlink():
-        raise IsADirectoryError(f"{path} is a directory: cannot replace it with a file")
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"{path}: its folder {path.parent} does not exist")
-    temporary = _temporary_sibling(path, "partial")
+    targets = [_written_file(path) for path in paths]
+    temporaries = [_temporary_sibling(target, "partial") for target in targets]
     try:
-        yield temporary
-        os.replace(temporary, path)
+        yield temporaries
+        with _signals_deferred():
+            for temporary, target in zip(temporaries, targets):
+                os.replace(temporary, target)
     finally:
-        temporary.unlink(missing_ok=True)
+        for temporary in temporaries:
+            temporary.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_output_file(path):
+    """Write a file all at once: yield a temporary name beside ``path``, which replaces ``path`` on success
+    (:func:`atomic_output_files` of one path)."""
+    with atomic_output_files([path]) as (temporary,):
+        yield temporary
+
+
+def _written_file(path):
+    """The file that writing ``path`` replaces: ``path``, or the file a symlink at ``path`` leads to; checked as
+    :func:`atomic_output_files` says."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory: cannot replace it with a file")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{path} is not a regular file (a device, a pipe or a socket): cannot replace it; write "
+                         "to a file")
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"{path}: its folder {target.parent} does not exist")
+    return target
+
+
+def check_not_input(path, inputs):
+    """Raise ValueError when writing the file ``path`` would replace one of ``inputs`` (files or folders), or
+    write into one of their folders (symlinks followed)."""
+    target = Path(os.path.realpath(path))
+    for kept in inputs:
+        location = Path(os.path.realpath(kept))
+        if target == location or location in target.parents:
+            raise ValueError(f"{path} is {'inside ' if target != location else ''}the input {kept}: choose "
+                             "another output file")
 
 
 def write_json(path, obj):

@@ -20,6 +20,7 @@ of count data in one shard and sends one (K, 2, d) array rather than one per str
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -108,6 +109,21 @@ def _workers_ignoring_ctrl_c():
         signal.signal(signal.SIGINT, previous)
 
 
+def _environment_restored(saved):
+    """Put back in ``os.environ`` the variables that differ from ``saved`` (a copy of it), and return ``saved``.
+
+    Before spawning a worker, a Dask nanny sets variables in the environment of the process that starts it
+    (OMP_NUM_THREADS=1, MKL_NUM_THREADS=1, PYTHONHASHSEED, ...: distributed's ``pre-spawn-environ``): left there,
+    they would make the user's later libraries and subprocesses single-threaded, with a fixed hash seed. The
+    workers already spawned keep them."""
+    for name in set(os.environ) - set(saved):
+        del os.environ[name]
+    for name, value in saved.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+    return saved
+
+
 class DaskBackend(Shard):
     """Backend whose passes run on Dask workers; the driver-side ``Shard`` (every stream) is the recovery copy.
 
@@ -137,10 +153,12 @@ class DaskBackend(Shard):
             self.client, self.owns_client = Client(address, set_as_default=False), True
         else:
             # The scheduler's HTTP server (health routes) gets a free port: 8787 may be taken by another cluster.
+            environment = dict(os.environ)
             with _workers_ignoring_ctrl_c():
                 self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                                             processes=True, host="127.0.0.1", dashboard_address=":0",
                                             scheduler_kwargs={"dashboard": False})
+            self.environment = _environment_restored(environment)
             self.client, self.owns_client = Client(self.cluster, set_as_default=False), True
         self.groups = None  # stream indices of each actor
         self.actors, self.actor_futures, self.placement, self.pending = [], [], [], []
@@ -292,3 +310,4 @@ class DaskBackend(Shard):
             self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+            _environment_restored(self.environment)  # a nanny that restarted a worker set its variables again
