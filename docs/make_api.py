@@ -34,6 +34,7 @@ MODULES = [
     ("conjoined.refine", None),
     ("conjoined.predict", None),
     ("conjoined.baselines", None),
+    ("conjoined.fit_folder", None),
     ("conjoined.cli", None),
 ]
 COMMANDS = [[], ["fit"], ["predict"], ["simulate"], ["score"], ["plot"], ["demo"]]

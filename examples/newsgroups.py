@@ -32,8 +32,8 @@ import numpy as np
 from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
 
 from conjoined.cdp import ConjoinedDirichletProcess
-from conjoined.cli import draw_pictures
 from conjoined.datasets import load_20news_w100
+from conjoined.fit_folder import draw_pictures
 from conjoined.plot import block_label
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
 
 from conjoined.anndata import cdp, fitted_view
-from conjoined.cli import draw_pictures
+from conjoined.fit_folder import draw_pictures
 
 PAPER_HYPERPARAMETERS = {"row_alpha": 10.0, "row_beta": 0.1, "column_alpha": 10.0, "column_beta": 1.0}
 CONFIGURATIONS = {

@@ -23,9 +23,10 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from conjoined import CDP, cli
-from conjoined.cli import PICTURE_DPI, PICTURES, main
+from conjoined import CDP, cli, fit_folder
+from conjoined.cli import main
 from conjoined.datasets import make_biclusters_counts, make_cdp_case
+from conjoined.fit_folder import PICTURE_DPI, PICTURES
 
 pd = pytest.importorskip("pandas")
 anndata = pytest.importorskip("anndata")
@@ -324,6 +325,29 @@ def test_a_first_column_of_identifiers_is_refused_until_first_column_says_which(
     assert rows.iloc[:, 0].tolist() == [str(i) for i in 1 + np.arange(X.shape[0])]
 
 
+def test_save_fit_writes_the_folder_the_command_writes(reference, planted, tmp_path, capsys):
+    X, genes, cells, _, _ = planted
+    model = CDP(n_iter=30, random_state=0).fit(pd.DataFrame(X, index=genes, columns=cells))
+    path = fit_folder.save_fit(model, X, tmp_path / "python")  # named by the DataFrame the model was fitted on
+    saved, written = _contents(path), _contents(reference)
+    assert sorted(saved) == sorted(written)
+    assert {name for name in saved if saved[name] != written[name]} == {Path("params.json")}
+    params, fitted = (json.loads(folder.joinpath("params.json").read_text()) for folder in (path, reference))
+    assert (params["command"], params["input"], params["estimator"]) == (None, None, fitted["estimator"])
+    assert _run(["plot", path], capsys)[0] == 0
+    assert _run(["predict", path, reference / "matrix.npz", "-o", tmp_path / "p.csv", "--side", "columns"],
+                capsys)[0] == 0
+    with pytest.raises(FileExistsError, match="python already exists"):
+        fit_folder.save_fit(model, X, path)
+    with pytest.raises(ValueError, match=r"X has shape \(16, 5\), but the model was fitted on 16 rows and 12"):
+        fit_folder.save_fit(model, X[:, :5], tmp_path / "other")
+    with pytest.raises(ValueError, match="model must be a fitted ConjoinedDirichletProcess"):
+        fit_folder.save_fit(CDP(), X, tmp_path / "other")
+    with pytest.raises(ValueError, match="row_names must hold 16 names"):
+        fit_folder.save_fit(model, X, tmp_path / "other", row_names=genes[:3])
+    assert not (tmp_path / "other").exists()
+
+
 def test_predict_classifies_new_columns_and_rows_as_the_estimator_does(reference, planted, tmp_path, capsys):
     """New cells over the fitted genes, in another gene order and under new names; new genes over the fitted
     cells: the same probabilities as CDP.predict_*_proba of the same fit, with labels and biclusters."""
@@ -415,7 +439,7 @@ def test_a_full_disk_while_writing_is_said_of_the_output(reference, tmp_path, ca
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")  # as a write to a full disk: no file named
 
-    monkeypatch.setattr(cli, "write_table_csv", full_disk)
+    monkeypatch.setattr(fit_folder, "write_table_csv", full_disk)
     out = tmp_path / "out"
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", out, *FAST, "--no-plots"], capsys)
     assert (status, err) == (2, f"conjoined: error: cannot write the results to {out}: No space left on device\n")
@@ -544,7 +568,7 @@ def test_ctrl_c_while_the_results_are_kept_elsewhere_still_says_where(reference,
     outdir = tmp_path / "out"
     outdir.mkdir()
     checks = []
-    check = cli._check_replaceable_fit
+    check = fit_folder.check_replaceable_fit
 
     def user_file_then_ctrl_c(path):
         checks.append(path)
@@ -553,7 +577,7 @@ def test_ctrl_c_while_the_results_are_kept_elsewhere_still_says_where(reference,
             os.kill(os.getpid(), signal.SIGINT)
         check(path)
 
-    monkeypatch.setattr(cli, "_check_replaceable_fit", user_file_then_ctrl_c)
+    monkeypatch.setattr(cli, "check_replaceable_fit", user_file_then_ctrl_c)
     status, _, err = _run(["fit", reference / "matrix.npz", "-o", outdir, *FAST, "--no-plots", "--force"], capsys)
     assert status == 130 and err.count("\n") == 1
     assert err.startswith("conjoined: interrupted after the fit: ")
@@ -841,7 +865,7 @@ def test_plot_redraws_the_pictures(reference, tmp_path, capsys):
         drawn.append([(outdir / f"{picture}.{fmt}").read_bytes() for picture in PICTURES for fmt in ("svg", "pdf")])
     assert drawn[0] == drawn[1]
     # a fit's folder with redrawn pictures is still one that --force replaces
-    assert cli._check_replaceable_fit(outdir) is None
+    assert fit_folder.check_replaceable_fit(outdir) is None
 
 
 def test_plot_reads_a_model_saved_before_biclusters_joined_blocks(reference, tmp_path, capsys):
@@ -853,7 +877,7 @@ def test_plot_reads_a_model_saved_before_biclusters_joined_blocks(reference, tmp
     np.savez(outdir / "model.npz", **arrays)
     status, _, err = _run(["plot", outdir], capsys)
     assert status == 0, err
-    model = cli._load_model(outdir / "model.npz")
+    model = fit_folder._load_model(outdir / "model.npz")
     for side, column in (("row", 0), ("column", 1)):
         masks = getattr(model, f"bicluster_{side}_clusters_")
         np.testing.assert_array_equal([np.flatnonzero(m) for m in masks], model.bicluster_pairs_[:, [column]])
@@ -921,13 +945,13 @@ def test_terminated_mid_write_leaves_nothing(planted, tmp_path, capsys, monkeypa
     # what `timeout` or a batch scheduler sends, here while the results are being written
     X, genes, cells, _, _ = planted
     (path, *_), _ = _write_csv(tmp_path, X, genes, cells)
-    written = cli.write_table_csv
+    written = fit_folder.write_table_csv
 
     def terminated_write(target, *args, **kwargs):
         written(target, *args, **kwargs)
         os.kill(os.getpid(), signum)
 
-    monkeypatch.setattr(cli, "write_table_csv", terminated_write)
+    monkeypatch.setattr(fit_folder, "write_table_csv", terminated_write)
     previous = signal.signal(signum, signal.SIG_DFL)  # as in a shell; under nohup SIGHUP starts ignored
     try:
         assert _run(["fit", path, "-o", tmp_path / "out" / "run", *FAST], capsys) == (
@@ -942,13 +966,13 @@ def test_an_ignored_hangup_is_left_ignored(planted, tmp_path, capsys, monkeypatc
     # `nohup conjoined fit ...` must survive the terminal closing
     X, genes, cells, _, _ = planted
     (path, *_), _ = _write_csv(tmp_path, X, genes, cells)
-    written = cli.write_table_csv
+    written = fit_folder.write_table_csv
 
     def hung_up_write(target, *args, **kwargs):
         written(target, *args, **kwargs)
         os.kill(os.getpid(), signal.SIGHUP)
 
-    monkeypatch.setattr(cli, "write_table_csv", hung_up_write)
+    monkeypatch.setattr(fit_folder, "write_table_csv", hung_up_write)
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         status, _, err = _run(["fit", path, "-o", tmp_path / "run", *FAST], capsys)
@@ -975,7 +999,7 @@ def test_a_signal_wrapped_by_compiled_code_is_still_an_interruption(planted, tmp
         except BaseException as exc:
             raise SystemError("CPUDispatcher(<function _sweep>) returned a result with an exception set") from exc
 
-    monkeypatch.setattr(cli, "write_table_csv", wrapped)
+    monkeypatch.setattr(fit_folder, "write_table_csv", wrapped)
     assert _run(["fit", path, "-o", tmp_path / "run", *FAST], capsys) == (status, "", message)
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
 

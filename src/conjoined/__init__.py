@@ -1,8 +1,9 @@
 """conjoined: non-parametric probabilistic biclustering with the Conjoined Dirichlet Process.
 
 Estimators: ``CDP`` (``ConjoinedDirichletProcess``) and the Dirichlet-process mixture ``DPMM`` with its priors.
-Submodules: ``datasets``, ``metrics``, ``baselines``, ``io``, ``extract``, ``reassign``; ``plot`` (matplotlib) and
-``anndata`` (AnnData/scanpy) need optional extras.
+Submodules: ``datasets``, ``metrics``, ``baselines``, ``io``, ``extract``, ``reassign``, ``fit_folder`` (``save_fit``:
+a fit made in Python as the folder ``conjoined fit`` writes); ``plot`` (matplotlib) and ``anndata``
+(AnnData/scanpy) need optional extras.
 
 Names are imported when first used (PEP 562), so that ``import conjoined`` and the ``conjoined`` command start
 without loading numba and scikit-learn before they are needed.
@@ -12,7 +13,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("baselines", "datasets", "extract", "io", "metrics", "reassign")
+_SUBMODULES = ("baselines", "datasets", "extract", "fit_folder", "io", "metrics", "reassign")
 # public name -> the submodule that defines it
 _NAMES = {
     "AllZeroWarning": "cdp",
@@ -28,6 +29,7 @@ _NAMES = {
     "jaccard_score": "metrics",
     "load_20news_w100": "datasets",
     "make_cdp_case": "datasets",
+    "save_fit": "fit_folder",
 }
 
 __all__ = sorted([*_NAMES, *_SUBMODULES, "__version__"])

@@ -60,7 +60,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import inspect
 import json
 import os
 import re
@@ -70,7 +69,6 @@ import sys
 import threading
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import scipy.io
@@ -89,14 +87,21 @@ from .cdp import (
     ConjoinedDirichletProcess,
     bicluster_members,
     fitted_classifiers,
-    pair_cluster_masks,
 )
 from .datasets import CDP_CASES, make_cdp_case
 from .dpmm.estimator import BACKENDS, fresh_seed
 from .extract import BACKGROUNDS
+from .fit_folder import (
+    PICTURE_DPI,
+    check_replaceable_fit,
+    default_names,
+    draw_pictures,
+    fitted_parameters,
+    load_fit,
+    write_fit,
+)
 from .io import (
     atomic_output_dir,
-    atomic_output_file,
     atomic_output_files,
     check_not_input,
     kept_elsewhere,
@@ -106,51 +111,17 @@ from .io import (
     writing_results,
 )
 from .metrics import jaccard_score
-from .plot import block_label, plot_biclusters, plot_k_trace, plot_membership, plot_theta
+from .plot import block_label
 from .predict import cluster_probabilities, label_probabilities, most_probable
 from .reassign import check_token_total
 
-__all__ = ["build_parser", "draw_pictures", "main"]
+__all__ = ["build_parser", "main"]
 
 PROG = "conjoined"
-PICTURES = ("heatmap", "k_trace", "theta", "membership")
-PICTURE_DPI = 120
 PICTURE_DPI_RANGE = (1, 1200)
-HEATMAP_MAX_BICLUSTERS = 10
 SIMULATION_FORMATS = (".csv", ".npz", ".mtx")
 _SUMMARY_MAX_BICLUSTERS = 20
 _SUMMARY_TOP_ROWS = 5
-
-# Every array of model.npz: its kind and shape. A named size takes its value from the first array that has it.
-_MODEL_LAYOUT = {
-    "row_labels_": ("integer", ("n_rows",)),
-    "column_labels_": ("integer", ("n_columns",)),
-    "block_row_labels_": ("integer", ("n_rows",)),
-    "block_column_labels_": ("integer", ("n_columns",)),
-    "row_names": ("string", ("n_rows",)),
-    "column_names": ("string", ("n_columns",)),
-    "rows_": ("bool", ("n_biclusters", "n_rows")),
-    "columns_": ("bool", ("n_biclusters", "n_columns")),
-    "bicluster_pairs_": ("integer", ("n_biclusters", 2)),
-    "bicluster_strength_": ("float", ("n_biclusters",)),
-    "bicluster_row_clusters_": ("bool", ("n_biclusters", "n_block_row_clusters")),
-    "bicluster_column_clusters_": ("bool", ("n_biclusters", "n_block_column_clusters")),
-    "theta_": ("float", ("K_r", "K_c")),
-    "row_membership_": ("float", ("n_rows", "K_r")),
-    "column_membership_": ("float", ("n_columns", "K_c")),
-    "n_row_clusters_": ("integer", ()),
-    "n_column_clusters_": ("integer", ()),
-    "row_k_trace": ("integer", ("n_row_iterations",)),
-    "column_k_trace": ("integer", ("n_column_iterations",)),
-    "row_k_values": ("integer", ("n_row_k_values",)),
-    "row_k_probabilities": ("float", ("n_row_k_values",)),
-    "column_k_values": ("integer", ("n_column_k_values",)),
-    "column_k_probabilities": ("float", ("n_column_k_values",)),
-}
-_DTYPE_KINDS = {"string": "U", "integer": "iu", "bool": "b", "float": "f"}
-# The fitted CDP's array attributes (sklearn's trailing underscore) that model.npz keeps as they are, for
-# ``conjoined plot``; the rest of the layout is built from the fit (K traces and posteriors, names, K as a scalar).
-_SAVED_ATTRIBUTES = tuple(name for name, (_, dims) in _MODEL_LAYOUT.items() if name.endswith("_") and dims)
 
 
 # Inputs of single-cell counts, whose genes and cells are read by profile unless the likelihoods are given
@@ -427,21 +398,12 @@ def build_parser():
     return parser
 
 
-# ---------------------------------------------------------------------------------------------------- fit
-
-
-# PDF and SVG files carry their creation date unless told not to, and SVG random ids unless salted: without both,
-# the same fit draws the same bytes.
-_UNDATED = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+# ----------------------------------------------------------------------------------------------------- fit
 
 
 def _absolute(path):
     """``path`` made absolute (None stays None): params.json must name its files wherever it is read from."""
     return None if path is None else str(Path(path).absolute())
-
-
-def _default_names(n):
-    return np.array([str(i) for i in range(n)])
 
 
 def _read_counts(args):
@@ -489,8 +451,8 @@ def _read_input(args):
     if min(rows, columns) < 2:
         raise UserError(f"{args.input}: {rows} row(s) and {columns} column(s) hold counts: too few to bicluster "
                         "(CDP needs at least 2 rows and 2 columns with counts)")
-    row_names = _default_names(X.shape[0]) if row_names is None else np.asarray(row_names, dtype=str)
-    column_names = _default_names(X.shape[1]) if column_names is None else np.asarray(column_names, dtype=str)
+    row_names = default_names(X.shape[0]) if row_names is None else np.asarray(row_names, dtype=str)
+    column_names = default_names(X.shape[1]) if column_names is None else np.asarray(column_names, dtype=str)
     return X, row_names, column_names, matrix
 
 
@@ -528,160 +490,6 @@ def _estimator_from_args(args, single_cell=False):
     return model
 
 
-def _bicluster_records(model, row_names, column_names):
-    """One dict per bicluster for biclusters.json (see the module docstring)."""
-    records = []
-    for b, (k, l) in enumerate(np.asarray(model.bicluster_pairs_)):
-        record = {
-            "index": b,
-            "pair": [int(k), int(l)],
-            "row_clusters": np.flatnonzero(model.bicluster_row_clusters_[b]).tolist(),
-            "column_clusters": np.flatnonzero(model.bicluster_column_clusters_[b]).tolist(),
-            "strength": float(model.bicluster_strength_[b]),
-        }
-        for side, (members, membership), names in zip(("row", "column"), bicluster_members(model, b),
-                                                     (row_names, column_names)):
-            record[f"n_{side}s"] = int(members.size)
-            record[f"{side}s"] = names[members].tolist()
-            record[f"{side}_indices"] = members.tolist()
-            record[f"{side}_membership"] = membership.tolist()
-            record[f"mean_{side}_membership"] = float(membership.mean()) if members.size else 0.0
-        records.append(record)
-    return records
-
-
-def _write_membership_csv(path, membership, labels, probabilities, names, topic_prefix):
-    """One line per item: its token shares ``membership`` (n, K), its cluster ``labels`` (n,) and that cluster's
-    posterior probability under the block model, from ``probabilities`` (n, K) (0 for an item set aside)."""
-    n_items, n_topics = membership.shape
-    table = np.empty((n_items, n_topics + 2), dtype=object)
-    table[:, :n_topics] = membership
-    table[:, n_topics] = labels
-    table[:, n_topics + 1] = label_probabilities(probabilities, labels, 0.0)
-    write_table_csv(path, table, names, [f"{topic_prefix}{t}" for t in range(n_topics)] + ["label",
-                                                                                          "label_probability"])
-
-
-def _k_posterior_arrays(posterior):
-    values = np.array(sorted(posterior), dtype=np.int64)
-    return values, np.array([posterior[k] for k in values], dtype=np.float64)
-
-
-def _save_model(path, model, row_names, column_names):
-    arrays = {name: np.asarray(getattr(model, name)) for name in _SAVED_ATTRIBUTES}
-    for side in ("row", "column"):
-        arrays[f"n_{side}_clusters_"] = np.int64(getattr(model, f"n_{side}_clusters_"))
-        arrays[f"{side}_k_trace"] = np.asarray(getattr(model, f"{side}_dpmm_").n_clusters_trace_)
-        values, probabilities = _k_posterior_arrays(getattr(model, f"{side}_k_posterior_"))
-        arrays[f"{side}_k_values"], arrays[f"{side}_k_probabilities"] = values, probabilities
-    np.savez_compressed(path, row_names=row_names, column_names=column_names, **arrays)
-
-
-def _check_model_layout(arrays, path):
-    """Raise UserError naming ``path`` unless ``arrays`` holds every array of _MODEL_LAYOUT, of its kind and
-    shape."""
-    missing = [name for name in _MODEL_LAYOUT if name not in arrays]
-    if missing:
-        raise UserError(f"{path}: not a model.npz written by 'conjoined fit' (missing {', '.join(missing)})")
-    sizes = {}
-    for name, (kind, dims) in _MODEL_LAYOUT.items():
-        array = arrays[name]
-        if array.dtype.kind not in _DTYPE_KINDS[kind] or array.ndim != len(dims):
-            raise UserError(
-                f"{path}: {name} is a {array.ndim}-d array of {array.dtype}, expected a {len(dims)}-d "
-                f"array of {kind} values; is the file damaged?"
-            )
-        for dim, size in zip(dims, array.shape):
-            if isinstance(dim, str):
-                sizes.setdefault(dim, size)
-        expected = tuple(dim if isinstance(dim, int) else sizes[dim] for dim in dims)
-        if array.shape != expected:
-            raise UserError(
-                f"{path}: {name} has shape {array.shape} where the other arrays give {expected}; is the file "
-                "damaged?"
-            )
-
-
-def _load_model(path):
-    """The saved fit as an object with the attributes the plot functions read, plus row_names/column_names."""
-    try:
-        with np.load(path, allow_pickle=False) as saved:
-            arrays = {name: saved[name] for name in saved.files}
-    except Exception as exc:  # noqa: BLE001 - any read failure is one line naming the file
-        raise UserError(f"{path}: cannot read the saved fit ({type(exc).__name__}: {exc})") from None
-    if "bicluster_row_clusters_" not in arrays and "bicluster_pairs_" in arrays:  # saved before biclusters joined blocks
-        arrays["bicluster_row_clusters_"], arrays["bicluster_column_clusters_"] = pair_cluster_masks(
-            arrays["bicluster_pairs_"])
-    for side in ("row", "column"):  # saved when the topics were the mixtures' clusters
-        if f"block_{side}_labels_" not in arrays and f"{side}_labels_" in arrays:
-            arrays[f"block_{side}_labels_"] = arrays[f"{side}_labels_"]
-    _check_model_layout(arrays, path)
-    model = SimpleNamespace(**{name: arrays[name] for name in _SAVED_ATTRIBUTES})
-    for side in ("row", "column"):
-        setattr(model, f"n_{side}_clusters_", int(arrays[f"n_{side}_clusters_"]))
-        setattr(model, f"{side}_dpmm_", SimpleNamespace(n_clusters_trace_=arrays[f"{side}_k_trace"]))
-        posterior = dict(zip(arrays[f"{side}_k_values"].tolist(), arrays[f"{side}_k_probabilities"].tolist()))
-        setattr(model, f"{side}_k_posterior_", posterior)
-    model.row_names, model.column_names = arrays["row_names"], arrays["column_names"]
-    return model
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError as error:
-        raise UserError("the pictures need matplotlib: pip install matplotlib") from error
-
-    # A command draws into files: use the non-interactive backend unless pyplot is already in use (main()
-    # called from a notebook), whose backend is then left alone.
-    if "matplotlib.pyplot" not in sys.modules:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _heatmap_figsize(n_rows):
-    """plot_biclusters' default size, taller when it names 40-100 rows, so that their names do not overlap."""
-    width, height = inspect.signature(plot_biclusters).parameters["figsize"].default
-    if 40 < n_rows <= 100:
-        height = max(height, 3.5 + 0.085 * n_rows)
-    return width, height
-
-
-def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=PICTURE_DPI):
-    """Write heatmap, k_trace, theta and membership pictures of a fitted model into ``outdir``; returns paths.
-
-    The heatmap outlines the ``HEATMAP_MAX_BICLUSTERS`` strongest biclusters (all are in biclusters.json).
-    """
-    plt = _pyplot()
-    drawers = {
-        "heatmap": lambda: plot_biclusters(
-            X,
-            model,
-            row_names=row_names,
-            column_names=column_names,
-            max_biclusters=HEATMAP_MAX_BICLUSTERS,
-            figsize=_heatmap_figsize(X.shape[0]),
-        ),
-        "k_trace": lambda: plot_k_trace(model),
-        "theta": lambda: plot_theta(model),
-        "membership": lambda: plot_membership(model),
-    }
-    paths = []
-    for name in PICTURES:
-        figure = drawers[name]()
-        try:
-            path = Path(outdir) / f"{name}.{fmt}"
-            with atomic_output_file(path) as temporary, plt.rc_context({"svg.hashsalt": PROG}):
-                # a failed save leaves any previous picture whole
-                figure.savefig(temporary, dpi=dpi, format=fmt, metadata=_UNDATED.get(fmt))
-            paths.append(path)
-        finally:
-            plt.close(figure)
-    return paths
-
-
 def _summary(model, X, input_name, row_names):
     """The table printed after a fit."""
     n_biclusters = len(model.bicluster_pairs_)
@@ -713,74 +521,18 @@ def _summary(model, X, input_name, row_names):
     return "\n".join(lines)
 
 
-FIT_OUTPUTS = frozenset({"biclusters.json", "row_membership.csv", "column_membership.csv", "theta.csv",
-                         "params.json", "matrix.npz", "model.npz",
-                         *(f"{name}.{ext}" for name in PICTURES for ext in ("png", "pdf", "svg"))})  # fit's, plot's
-# what file browsers leave in a folder they have shown: not the user's files
-BROWSER_FILES = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
-
-
-def _check_replaceable_fit(outdir):
-    """UserError unless ``outdir`` is missing, an empty folder, or the folder of an earlier fit holding only what
-    ``fit`` writes: ``--force`` must not delete a user's files behind a mistyped OUTDIR."""
-    outdir = Path(outdir)
-    if not (outdir.exists() or outdir.is_symlink()):
-        return
-    if not outdir.is_dir():
-        raise UserError(f"{outdir} is a file, not the folder of an earlier fit: --force replaces only such a folder")
-    entries = sorted(entry.name for entry in outdir.iterdir()
-                     if not (entry.name in BROWSER_FILES and entry.is_file() and not entry.is_symlink()))
-    # fit writes files only: a folder under one of their names is the user's
-    foreign = [name for name in entries if name not in FIT_OUTPUTS or not (outdir / name).is_file()]
-    if foreign or (entries and "biclusters.json" not in entries):
-        shown = ", ".join((foreign or entries)[:5]) + (", ..." if len(foreign or entries) > 5 else "")
-        raise UserError(f"{outdir} is not the folder of an earlier fit (it holds {shown}): --force replaces only "
-                        "such a folder; choose another OUTDIR or remove it yourself")
-
-
-def _mixture_records(model):
-    """One dict per DPMM the fit ran, for biclusters.json (see the module docstring)."""
-    def finite(value):
-        return float(value) if np.isfinite(value) else None
-
-    return [{"side": fit.side, "settled": fit.trend.settled, "n_samples": fit.trend.n_samples,
-             "change": finite(fit.trend.change), "z": finite(fit.trend.z), "late_z": finite(fit.trend.late_z),
-             "n_clusters": list(fit.n_clusters)} for fit in model.dpmm_trends_]
-
-
-def _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_names):
-    """Write every output of ``fit`` (see the module docstring) of the fitted ``model`` into ``staging``."""
-    write_json(
-        staging / "biclusters.json",
-        {
-            "shape": list(X.shape),
-            "n_row_clusters": model.n_row_clusters_,
-            "n_column_clusters": model.n_column_clusters_,
-            "biclusters": _bicluster_records(model, row_names, column_names),
-            "mixtures": _mixture_records(model),
-        },
-    )
-    with warnings.catch_warnings():  # items set aside were named by the fit's warning
-        warnings.simplefilter("ignore", AllZeroWarning)
-        row_probabilities, column_probabilities = model.predict_row_proba(X), model.predict_column_proba(X)
-    _write_membership_csv(staging / "row_membership.csv", model.row_membership_, model.block_row_labels_,
-                          row_probabilities, row_names, "k")
-    _write_membership_csv(staging / "column_membership.csv", model.column_membership_, model.block_column_labels_,
-                          column_probabilities, column_names, "l")
-    write_table_csv(
-        staging / "theta.csv",
-        model.theta_,
-        [f"k{k}" for k in range(model.theta_.shape[0])],
-        [f"l{l}" for l in range(model.theta_.shape[1])],
-    )
-    sp.save_npz(staging / "matrix.npz", sp.csr_matrix(X))
-    _save_model(staging / "model.npz", model, row_names, column_names)
-    write_json(
-        staging / "params.json",
-        {
-            "conjoined_version": __version__,
-            "command": [PROG, *argv],
-            "input": {
+def _run_fit(args, argv):
+    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
+        raise UserError("the pictures need matplotlib: pip install matplotlib, or pass --no-plots")
+    X, row_names, column_names, matrix = _read_input(args)
+    model = _estimator_from_args(args, single_cell=matrix.source_format in SINGLE_CELL_FORMATS)
+    inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
+    with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
+                           replaceable=check_replaceable_fit) as staging:
+        model._fit(X)
+        model._warn_unsettled(n_iter_name="--n-iter")  # the mixtures that have not settled, with the option's name
+        with writing_results(staging, args.outdir):
+            source = {
                 "path": _absolute(args.input),
                 "format": matrix.source_format,
                 "shape": list(X.shape),
@@ -790,26 +542,9 @@ def _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_
                 "row_names": _absolute(args.row_names),
                 "column_names": _absolute(args.column_names),
                 "transpose": args.transpose,
-            },
-            "estimator": {name: value for name, value in model.get_params().items() if name != "verbose"},
-        },
-    )
-    if not args.no_plots:
-        draw_pictures(staging, X, model, row_names, column_names)
-
-
-def _run_fit(args, argv):
-    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
-        raise UserError("the pictures need matplotlib: pip install matplotlib, or pass --no-plots")
-    X, row_names, column_names, matrix = _read_input(args)
-    model = _estimator_from_args(args, single_cell=matrix.source_format in SINGLE_CELL_FORMATS)
-    inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
-    with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
-                           replaceable=_check_replaceable_fit) as staging:
-        model._fit(X)
-        model._warn_unsettled(n_iter_name="--n-iter")  # the mixtures that have not settled, with the option's name
-        with writing_results(staging, args.outdir):
-            _write_fit_results(staging, model, X, matrix, args, argv, row_names, column_names)
+            }
+            write_fit(staging, model, X, row_names, column_names, source=source, command=[PROG, *argv],
+                      pictures=not args.no_plots)
     print(_summary(model, X, args.input, row_names))
     if matrix.source_format in SINGLE_CELL_FORMATS and None in (args.row_likelihood, args.column_likelihood):
         print(f"\nSingle-cell input: genes and cells read by profile (row likelihood {model.row_likelihood}, column "
@@ -995,46 +730,7 @@ def _run_score(args, argv):
     return 0
 
 
-# ---------------------------------------------------------------------------------------- a fit's OUTDIR
-
-
-def _load_fit(outdir, needed=("matrix.npz", "model.npz")):
-    """``(X, model)`` of an OUTDIR written by ``conjoined fit``: its fitted matrix and ``_load_model`` of its
-    model.npz, checked against each other; UserError naming what is missing or damaged (``needed``: the files
-    the caller reads, all checked before any is)."""
-    outdir = Path(outdir)
-    for name in needed:
-        if not (outdir / name).is_file():
-            raise UserError(
-                f"{outdir / name}: no such file; is {outdir} an OUTDIR written by 'conjoined fit'?"
-            )
-    try:
-        X = sp.load_npz(outdir / "matrix.npz").tocsr()
-    except Exception as exc:  # noqa: BLE001
-        raise UserError(f"{outdir / 'matrix.npz'}: cannot read ({type(exc).__name__}: {exc})") from None
-    model = _load_model(outdir / "model.npz")
-    if X.shape != (model.row_labels_.size, model.column_labels_.size):
-        raise UserError(
-            f"{outdir}: matrix.npz has shape {X.shape} but model.npz labels "
-            f"{model.row_labels_.size} rows and {model.column_labels_.size} columns"
-        )
-    return X, model
-
-
 # ------------------------------------------------------------------------------------------------- predict
-
-
-def _fitted_parameters(outdir):
-    """The estimator's parameters recorded in OUTDIR/params.json (CDP's ``get_params()`` but verbose), with the
-    defaults of the parameters a fit of an older version did not record."""
-    path = Path(outdir) / "params.json"
-    try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))["estimator"]
-        params = {**ConjoinedDirichletProcess().get_params(), **recorded}
-        ConjoinedDirichletProcess(**params)._check_params()
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: cannot read the fit's parameters ({_one_line(exc)})") from None
-    return params
 
 
 def _new_items_side(args, X, row_names, column_names, model):
@@ -1082,8 +778,8 @@ def _aligned(X, given, fitted, axis, where):
 
 
 def _run_predict(args, argv):
-    X_fit, model = _load_fit(args.fitdir, ("matrix.npz", "model.npz", "params.json"))
-    params = _fitted_parameters(args.fitdir)
+    X_fit, model = load_fit(args.fitdir, ("matrix.npz", "model.npz", "params.json"))
+    params = fitted_parameters(args.fitdir)
     output = Path(args.output)
     if (output.exists() or output.is_symlink()) and not args.force:
         raise UserError(f"{output} already exists; choose another name or use --force")
@@ -1103,7 +799,7 @@ def _run_predict(args, argv):
     else:
         items = _aligned(X, column_names, model.column_names, 1, f"{args.input}, its columns")
         names, classifier, clusters, prefix = row_names, classifiers[0], model.bicluster_row_clusters_, "k"
-    names = _default_names(items.shape[0]) if names is None else np.asarray(names, dtype=str)
+    names = default_names(items.shape[0]) if names is None else np.asarray(names, dtype=str)
     probabilities = cluster_probabilities(classifier, items)
     labels = most_probable(probabilities)
     classified = labels >= 0
@@ -1130,7 +826,7 @@ def _run_predict(args, argv):
 
 
 def _run_plot(args, argv):
-    X, model = _load_fit(args.outdir)
+    X, model = load_fit(args.outdir)
     for path in draw_pictures(
         Path(args.outdir), X, model, model.row_names, model.column_names, fmt=args.format, dpi=args.dpi
     ):
