@@ -419,6 +419,10 @@ def test_predict_refuses_what_it_cannot_match_and_keeps_files(reference, planted
     assert status == 2 and "(its row 'g0' is not a fitted row; its column 'a' is not a fitted column)" in err
     fit = tmp_path / "fit"
     shutil.copytree(reference, fit)
+    (tmp_path / "into_fit.csv").symlink_to(fit / "theta.csv")  # written through, it would replace the fit's file
+    theta = (fit / "theta.csv").read_bytes()
+    status, _, err = _run(["predict", fit, tmp_path / "zero.csv", "-o", tmp_path / "into_fit.csv", "--force"], capsys)
+    assert status == 2 and "write it outside the fit's folder" in err and (fit / "theta.csv").read_bytes() == theta
     (fit / "params.json").write_text('{"estimator": {"row_likelihood": "nonsense"}}')
     status, _, err = _run(["predict", fit, tmp_path / "zero.csv", "-o", tmp_path / "y.csv"], capsys)
     assert status == 2 and "params.json: cannot read the fit's parameters (row_likelihood must be one of" in err
@@ -1181,11 +1185,11 @@ def test_importing_the_package_loads_neither_numba_nor_scikit_learn(tmp_path):
 
 def test_the_command_ignores_ctrl_c_once_done(tmp_path):
     """Once the command has returned, its outputs are whole: a Ctrl-C while the interpreter shuts down must not
-    kill the process by SIGINT (a status that says nothing was written). Called with argv, as from Python, the
-    entry point leaves SIGINT alone."""
+    kill the process by SIGINT (a status that says nothing was written). ``run`` (the console script) ignores it
+    then; ``main``, which Python code and interactive sessions call, leaves SIGINT alone."""
     code = ("import signal, sys; sys.argv = ['conjoined', '--version']; import conjoined.__main__ as command; "
-            "command.main(['--version']); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); "
-            "command.main(); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")
+            "command.main(); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); "
+            "command.run(); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
     version = f"conjoined {cli.__version__}"
     assert result.stdout.splitlines() == [version, "False", version, "True"]

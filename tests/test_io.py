@@ -835,6 +835,33 @@ def test_atomic_output_files_replace_all_together_when_a_signal_arrives_in_betwe
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pair.csv", "pair.truth.json"]
 
 
+def test_atomic_output_files_put_the_old_files_back_when_one_cannot_be_replaced(tmp_path, monkeypatch):
+    pair = [tmp_path / "pair.csv", tmp_path / "pair.truth.json"]
+    pair[0].write_text("old")  # the truth file is new
+    replace = os.replace
+
+    def refused_for_the_truth(source, target):
+        if Path(target) == pair[1]:
+            raise PermissionError(errno.EACCES, "Permission denied", str(target))
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", refused_for_the_truth)
+    with pytest.raises(PermissionError), atomic_output_files(pair) as temporaries:
+        for temporary in temporaries:
+            temporary.write_text("new")
+    monkeypatch.undo()
+    assert pair[0].read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["pair.csv"]
+
+    def refused(source, target):
+        raise PermissionError(errno.EACCES, "Permission denied", str(target))
+
+    with pytest.raises(PermissionError), atomic_output_file(pair[0]) as temporary:  # one file: left as it was
+        temporary.write_text("new")
+        monkeypatch.setattr(os, "replace", refused)
+    monkeypatch.undo()
+    assert pair[0].read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["pair.csv"]
+
+
 def test_atomic_output_file_writes_through_a_symlink_and_refuses_what_is_not_a_file(tmp_path):
     target = tmp_path / "real.csv"
     target.write_text("old")

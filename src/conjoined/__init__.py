@@ -1,9 +1,9 @@
 """conjoined: non-parametric probabilistic biclustering with the Conjoined Dirichlet Process.
 
 Estimators: ``CDP`` (``ConjoinedDirichletProcess``) and the Dirichlet-process mixture ``DPMM`` with its priors.
-Submodules: ``datasets``, ``metrics``, ``baselines``, ``io``, ``extract``, ``reassign``, ``fit_folder`` (``save_fit``:
-a fit made in Python as the folder ``conjoined fit`` writes); ``plot`` (matplotlib) and ``anndata``
-(AnnData/scanpy) need optional extras.
+Submodules: ``datasets``, ``metrics``, ``baselines``, ``io``, CDP's steps after the mixtures (``reassign``,
+``refine``, ``background``, ``extract``, ``predict``), ``fit_folder`` (``save_fit``: a fit made in Python as the
+folder ``conjoined fit`` writes); ``plot`` (matplotlib) and ``anndata`` (AnnData/scanpy) need optional extras.
 
 Names are imported when first used (PEP 562), so that ``import conjoined`` and the ``conjoined`` command start
 without loading numba and scikit-learn before they are needed.
@@ -13,7 +13,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("baselines", "datasets", "extract", "fit_folder", "io", "metrics", "reassign")
+_SUBMODULES = ("background", "baselines", "datasets", "extract", "fit_folder", "io", "metrics", "predict",
+               "reassign", "refine")
 # public name -> the submodule that defines it
 _NAMES = {
     "AllZeroWarning": "cdp",

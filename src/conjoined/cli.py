@@ -583,7 +583,7 @@ def _run_simulate(args, argv):
         raise UserError(f"{output}: the file name must end with one of {', '.join(SIMULATION_FORMATS)}")
     truth_path = _truth_path(output)
     for path in (output, truth_path):
-        if path.exists() and not args.force:
+        if (path.exists() or path.is_symlink()) and not args.force:
             raise UserError(f"{path} already exists; choose another name or use --force")
     if not output.absolute().parent.is_dir():
         raise UserError(f"{output.parent}: no such directory")
@@ -785,7 +785,7 @@ def _run_predict(args, argv):
         raise UserError(f"{output} already exists; choose another name or use --force")
     if not output.absolute().parent.is_dir():
         raise UserError(f"{output}: its folder {output.parent} does not exist, or is not a folder")
-    if output.absolute().parent.resolve() == Path(args.fitdir).resolve():
+    if Path(os.path.realpath(output)).parent == Path(args.fitdir).resolve():  # where it writes, links followed
         raise UserError(f"{output}: write it outside the fit's folder {args.fitdir} (it holds the fit's own files "
                         "only)")
     check_not_input(output, [path for path in (args.input, args.row_names, args.column_names) if path is not None])

@@ -878,7 +878,7 @@ def _json_default(value):
 def atomic_output_files(paths):
     """Write several files all at once: yield a list of temporary names, one beside each of ``paths``, which
     replace them on success, one after the other with SIGINT, SIGTERM and SIGHUP held (none can stop the
-    replacement half done).
+    replacement half done); if one cannot be replaced, those replaced before it get their old files back.
 
     A temporary name keeps the extension of its path. A path that is a symlink is written through: the file it
     leads to is replaced, and the link kept. If the block raises, the temporary files are removed and the
@@ -900,11 +900,39 @@ def atomic_output_files(paths):
     try:
         yield temporaries
         with _signals_deferred():
-            for temporary, target in zip(temporaries, targets):
-                os.replace(temporary, target)
+            _replace_together(temporaries, targets)
     finally:
         for temporary in temporaries:
             temporary.unlink(missing_ok=True)
+
+
+def _replace_together(temporaries, targets):
+    """Move each temporary file onto its target; if a move fails, the targets already replaced get their old
+    files back (moved aside first, under hidden names, when there are several), and the error propagates."""
+    done = []  # (target replaced, its old file moved aside or None where it had none)
+    try:
+        for temporary, target in zip(temporaries, targets):
+            aside = None
+            if len(targets) > 1 and (target.exists() or target.is_symlink()):
+                aside = _temporary_sibling(target, "replaced")
+                os.replace(target, aside)
+            try:
+                os.replace(temporary, target)
+            except BaseException:
+                if aside is not None:
+                    os.replace(aside, target)
+                raise
+            done.append((target, aside))
+    except BaseException:
+        for target, aside in reversed(done):
+            if aside is not None:
+                os.replace(aside, target)
+            else:
+                target.unlink(missing_ok=True)
+        raise
+    for _, aside in done:
+        if aside is not None:
+            aside.unlink()
 
 
 @contextlib.contextmanager

@@ -109,19 +109,37 @@ def _workers_ignoring_ctrl_c():
         signal.signal(signal.SIGINT, previous)
 
 
-def _environment_restored(saved):
-    """Put back in ``os.environ`` the variables that differ from ``saved`` (a copy of it), and return ``saved``.
+@contextlib.contextmanager
+def _nanny_variables_undone():
+    """Around the start of an embedded cluster: yield a dict, filled afterwards with the variables the start set
+    in ``os.environ`` (name -> (value before or None, value set)), which are then put back as they were, also
+    if the start fails.
 
     Before spawning a worker, a Dask nanny sets variables in the environment of the process that starts it
     (OMP_NUM_THREADS=1, MKL_NUM_THREADS=1, PYTHONHASHSEED, ...: distributed's ``pre-spawn-environ``): left there,
     they would make the user's later libraries and subprocesses single-threaded, with a fixed hash seed. The
     workers already spawned keep them."""
-    for name in set(os.environ) - set(saved):
-        del os.environ[name]
-    for name, value in saved.items():
-        if os.environ.get(name) != value:
-            os.environ[name] = value
-    return saved
+    before = dict(os.environ)
+    changed = {}
+    try:
+        yield changed
+    finally:
+        changed.update({name: (before.get(name), value) for name, value in os.environ.items()
+                        if before.get(name) != value})
+        changed.update({name: (value, None) for name, value in before.items() if name not in os.environ})
+        _undo(changed)
+
+
+def _undo(changed):
+    """Put back the variables of ``changed`` (from :func:`_nanny_variables_undone`) that still hold the value the
+    nanny set; a variable changed since by anyone else is left alone."""
+    for name, (value_before, value_set) in changed.items():
+        if os.environ.get(name) != value_set:
+            continue
+        if value_before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value_before
 
 
 class DaskBackend(Shard):
@@ -153,12 +171,10 @@ class DaskBackend(Shard):
             self.client, self.owns_client = Client(address, set_as_default=False), True
         else:
             # The scheduler's HTTP server (health routes) gets a free port: 8787 may be taken by another cluster.
-            environment = dict(os.environ)
-            with _workers_ignoring_ctrl_c():
+            with _workers_ignoring_ctrl_c(), _nanny_variables_undone() as self.nanny_variables:
                 self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                                             processes=True, host="127.0.0.1", dashboard_address=":0",
                                             scheduler_kwargs={"dashboard": False})
-            self.environment = _environment_restored(environment)
             self.client, self.owns_client = Client(self.cluster, set_as_default=False), True
         self.groups = None  # stream indices of each actor
         self.actors, self.actor_futures, self.placement, self.pending = [], [], [], []
@@ -310,4 +326,4 @@ class DaskBackend(Shard):
             self.client.close()
         if self.cluster is not None:
             self.cluster.close()
-            _environment_restored(self.environment)  # a nanny that restarted a worker set its variables again
+            _undo(self.nanny_variables)  # a nanny that restarted a worker set its variables again
