@@ -862,6 +862,16 @@ def test_atomic_output_files_put_the_old_files_back_when_one_cannot_be_replaced(
     assert pair[0].read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["pair.csv"]
 
 
+def test_atomic_output_file_errors_name_the_file_not_its_temporary_name(tmp_path):
+    # as writing into a read-only folder says it: of the hidden temporary file
+    with pytest.raises(PermissionError) as caught, atomic_output_file(tmp_path / "p.csv") as temporary:
+        raise PermissionError(errno.EACCES, "Permission denied", str(temporary))
+    assert str(caught.value) == f"[Errno 13] Permission denied: '{tmp_path / 'p.csv'}'"
+    assert caught.value.errno == errno.EACCES and list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError, match="No space left on device$"), atomic_output_file(tmp_path / "p.csv"):
+        raise OSError(errno.ENOSPC, "No space left on device")  # naming no file: as it was
+
+
 def test_atomic_output_file_writes_through_a_symlink_and_refuses_what_is_not_a_file(tmp_path):
     target = tmp_path / "real.csv"
     target.write_text("old")

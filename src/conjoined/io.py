@@ -901,6 +901,13 @@ def atomic_output_files(paths):
         yield temporaries
         with _signals_deferred():
             _replace_together(temporaries, targets)
+    except OSError as exc:
+        # said of the file the user named, not of its hidden temporary name (a read-only folder, a full disk)
+        named = dict(zip(map(os.fspath, temporaries), paths))
+        target = None if exc.filename is None else named.get(os.fsdecode(exc.filename))
+        if target is None:
+            raise
+        raise type(exc)(exc.errno, exc.strerror, os.fspath(target)) from exc
     finally:
         for temporary in temporaries:
             temporary.unlink(missing_ok=True)
