@@ -308,9 +308,10 @@ def write_fit(folder, model, X, row_names, column_names, *, source=None, command
 
 
 def load_fit(outdir, needed=("matrix.npz", "model.npz")):
-    """``(X, model)`` of an OUTDIR written by ``conjoined fit``: its fitted matrix and ``_load_model`` of its
-    model.npz, checked against each other; FileNotFoundError or ValueError naming what is missing or damaged (``needed``: the files
-    the caller reads, all checked before any is)."""
+    """``(X, model)`` of a fit's folder: its fitted matrix (CSR) and its model.npz as an object with the fitted
+    attributes the plot functions read (``rows_``, ``theta_``, ``row_membership_``, ...) and ``row_names``,
+    ``column_names``, checked against each other; FileNotFoundError or ValueError naming what is missing or
+    damaged (``needed``: the files the caller reads, all checked before any is)."""
     outdir = Path(outdir)
     for name in needed:
         if not (outdir / name).is_file():
