@@ -328,7 +328,9 @@ def test_a_first_column_of_identifiers_is_refused_until_first_column_says_which(
 def test_save_fit_writes_the_folder_the_command_writes(reference, planted, tmp_path, capsys):
     X, genes, cells, _, _ = planted
     model = CDP(n_iter=30, random_state=0).fit(pd.DataFrame(X, index=genes, columns=cells))
-    path = fit_folder.save_fit(model, X, tmp_path / "python")  # named by the DataFrame the model was fitted on
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning about the array's missing names
+        path = fit_folder.save_fit(model, X, tmp_path / "python")  # named by the DataFrame the model was fitted on
     saved, written = _contents(path), _contents(reference)
     assert sorted(saved) == sorted(written)
     assert {name for name in saved if saved[name] != written[name]} == {Path("params.json")}
@@ -345,7 +347,29 @@ def test_save_fit_writes_the_folder_the_command_writes(reference, planted, tmp_p
         fit_folder.save_fit(CDP(), X, tmp_path / "other")
     with pytest.raises(ValueError, match="row_names must hold 16 names"):
         fit_folder.save_fit(model, X, tmp_path / "other", row_names=genes[:3])
+    with pytest.raises(ValueError, match="The feature names should match those that were passed during fit"):
+        fit_folder.save_fit(model, pd.DataFrame(X, index=genes, columns=cells).iloc[:, ::-1], tmp_path / "other")
+    changed = X.copy()
+    changed[0, 0] += 1
+    with pytest.raises(ValueError, match="X is not the matrix the model was fitted on"):
+        fit_folder.save_fit(model, changed, tmp_path / "other")
     assert not (tmp_path / "other").exists()
+    twice = genes.copy()
+    twice[1] = twice[0]
+    with pytest.warns(UserWarning, match="row_names"):
+        fit_folder.save_fit(model, X, tmp_path / "renamed", row_names=twice, pictures=False)
+    rows = pd.read_csv(tmp_path / "renamed" / "row_membership.csv", index_col=0).index
+    assert rows[:3].tolist() == ["gene0", "gene0-1", "gene2"]
+
+
+def test_save_fit_leaves_matplotlibs_backend_alone(tmp_path):
+    # a notebook's inline backend, here "svg", must survive a save_fit (the command alone draws with Agg)
+    code = ("import conjoined, matplotlib; from conjoined.datasets import make_cdp_case; "
+            "X, _, _ = make_cdp_case(1, random_state=0); model = conjoined.CDP(n_iter=20, random_state=0).fit(X); "
+            "conjoined.save_fit(model, X, 'fit'); print(matplotlib.get_backend())")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
+                            env={**os.environ, "MPLBACKEND": "svg"})
+    assert result.stdout.strip() == "svg" and (tmp_path / "fit" / "heatmap.png").is_file()
 
 
 def test_predict_classifies_new_columns_and_rows_as_the_estimator_does(reference, planted, tmp_path, capsys):

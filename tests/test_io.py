@@ -489,7 +489,7 @@ def test_h5ad_repeated_names_are_made_unique(tmp_path, counts):
     assert result.row_names.tolist() == ["g", "h", "g-1", "g-2", "k"]
     assert result.column_names.tolist() == ["c", "c-1", "d", "c-2"]
     # a suffixed name that is a name already is skipped, as anndata skips it
-    assert conjoined.io._make_unique(["g", "g", "g-1", "h", "g"]).tolist() == ["g", "g-2", "g-1", "h", "g-3"]
+    assert conjoined.io.unique_names(["g", "g", "g-1", "h", "g"]).tolist() == ["g", "g-2", "g-1", "h", "g-3"]
 
 
 def test_h5ad_nan_is_left_to_the_matrix_check(tmp_path, counts):

@@ -26,7 +26,7 @@ def run():
     threads, up to a second) would kill the process by SIGINT, whose status says "nothing written".
     """
     status = main()
-    if not hasattr(sys, "ps1") and "IPython" not in sys.modules:
+    if not (hasattr(sys, "ps1") or sys.flags.inspect or "IPython" in sys.modules):  # python -i: a REPL follows
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     return status
 

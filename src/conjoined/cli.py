@@ -521,9 +521,20 @@ def _summary(model, X, input_name, row_names):
     return "\n".join(lines)
 
 
+def _draw_into_files():
+    """A command draws into files: matplotlib's non-interactive backend, unless pyplot is in use already (main()
+    called from a notebook), whose backend is then left alone."""
+    if "matplotlib.pyplot" not in sys.modules and importlib.util.find_spec("matplotlib") is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+
+
 def _run_fit(args, argv):
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         raise UserError("the pictures need matplotlib: pip install matplotlib, or pass --no-plots")
+    if not args.no_plots:
+        _draw_into_files()
     X, row_names, column_names, matrix = _read_input(args)
     model = _estimator_from_args(args, single_cell=matrix.source_format in SINGLE_CELL_FORMATS)
     inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
@@ -827,6 +838,7 @@ def _run_predict(args, argv):
 
 def _run_plot(args, argv):
     X, model = load_fit(args.outdir)
+    _draw_into_files()
     for path in draw_pictures(
         Path(args.outdir), X, model, model.row_names, model.column_names, fmt=args.format, dpi=args.dpi
     ):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,9 +14,22 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import __version__
-from ._validation import check_matrix
-from .cdp import AllZeroWarning, ConjoinedDirichletProcess, bicluster_members, pair_cluster_masks
-from .io import atomic_output_dir, atomic_output_file, write_json, write_table_csv, writing_results
+from ._validation import check_matrix, record_features, record_row_names
+from .cdp import (
+    AllZeroWarning,
+    ConjoinedDirichletProcess,
+    bicluster_members,
+    fitted_classifiers,
+    pair_cluster_masks,
+)
+from .io import (
+    atomic_output_dir,
+    atomic_output_file,
+    unique_names,
+    write_json,
+    write_table_csv,
+    writing_results,
+)
 from .plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
 from .predict import label_probabilities
 
@@ -173,17 +185,11 @@ def _load_model(path):
 
 
 def _pyplot():
+    """matplotlib.pyplot, with its backend as it is (the command chooses Agg; a notebook keeps its own)."""
     try:
-        import matplotlib
+        import matplotlib.pyplot as plt
     except ImportError as error:
         raise ImportError("the pictures need matplotlib: pip install matplotlib") from error
-
-    # A command draws into files: use the non-interactive backend unless pyplot is already in use (main()
-    # called from a notebook), whose backend is then left alone.
-    if "matplotlib.pyplot" not in sys.modules:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     return plt
 
 
@@ -281,6 +287,8 @@ def write_fit(folder, model, X, row_names, column_names, *, source=None, command
     )
     with warnings.catch_warnings():  # items set aside were named by the fit's warning
         warnings.simplefilter("ignore", AllZeroWarning)
+        # X is the fitted matrix, its names checked by the caller
+        warnings.filterwarnings("ignore", message="X does not have valid feature names")
         row_probabilities, column_probabilities = model.predict_row_proba(X), model.predict_column_proba(X)
     _write_membership_csv(folder / "row_membership.csv", model.row_membership_, model.block_row_labels_,
                           row_probabilities, row_names, "k")
@@ -377,16 +385,28 @@ def save_fit(model, X, path, *, row_names=None, column_names=None, force=False, 
     """
     if not isinstance(model, ConjoinedDirichletProcess) or not hasattr(model, "bicluster_pairs_"):
         raise ValueError(f"model must be a fitted ConjoinedDirichletProcess, got {type(model).__name__}")
+    frame_names = (None, None)
+    if hasattr(X, "columns") and hasattr(X, "index"):  # a DataFrame: its names must be the fitted ones, in order
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="X has feature names, but")  # fitted on an array: no names
+            record_features(model, X, reset=False)
+        record_row_names(model, X, reset=False)
+        frame_names = (X.index, X.columns)
     X = check_matrix(X, name="X", counts=True)
     if X.shape != (model.row_labels_.size, model.column_labels_.size):
         raise ValueError(f"X has shape {X.shape}, but the model was fitted on {model.row_labels_.size} rows and "
                          f"{model.column_labels_.size} columns")
+    refitted = fitted_classifiers(X, model.block_row_labels_, model.block_column_labels_,
+                                  (model.n_row_clusters_, model.n_column_clusters_), model.get_params())
+    if not all(np.allclose(new.log_rates, old.log_rates) and np.allclose(new.exposure, old.exposure)
+               for new, old in zip(refitted, (model.row_classifier_, model.column_classifier_))):
+        raise ValueError("X is not the matrix the model was fitted on: its counts over the fitted clusters differ")
     names = []
-    for given, fitted, n, what in ((row_names, getattr(model, "row_names_in_", None), X.shape[0], "row_names"),
-                                   (column_names, getattr(model, "feature_names_in_", None), X.shape[1],
-                                    "column_names")):
-        chosen = given if given is not None else fitted
-        chosen = default_names(n) if chosen is None else np.asarray(chosen, dtype=str)
+    for given, frame, fitted, n, what in (
+            (row_names, frame_names[0], getattr(model, "row_names_in_", None), X.shape[0], "row_names"),
+            (column_names, frame_names[1], getattr(model, "feature_names_in_", None), X.shape[1], "column_names")):
+        chosen = next((candidate for candidate in (given, frame, fitted) if candidate is not None), None)
+        chosen = default_names(n) if chosen is None else unique_names(chosen, where=what)
         if chosen.shape != (n,):
             raise ValueError(f"{what} must hold {n} names, got shape {chosen.shape}")
         names.append(chosen)

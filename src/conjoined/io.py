@@ -94,7 +94,7 @@ def _open_text(path):
     return open(path, encoding="utf-8-sig")
 
 
-def _make_unique(names, where=None):
+def unique_names(names, where=None):
     """Append ``-1``, ``-2``, ... to repeated names, keeping first occurrences and skipping a suffixed name that is
     a name already (as AnnData's ``var_names_make_unique``: g, g, g-1 -> g, g-2, g-1). Warns, naming ``where``
     (the file and which names), when a name repeats: the user looks for their names in the results."""
@@ -136,7 +136,7 @@ def _read_name_file(path, *, field=0):
     blank = [index for index, name in enumerate(names) if not name.strip()]
     if blank:
         raise ValueError(f"{path}: line {blank[0] + 1} holds no name: every line must name its item")
-    return _make_unique(names, f"{path}")
+    return unique_names(names, f"{path}")
 
 
 def _name_sequence(names, what):
@@ -271,7 +271,7 @@ def _read_table(path, sep, first_column):
         )
 
     def names_in_first_column():  # as written
-        return _make_unique(pd.read_csv(path, usecols=[0], **raw).iloc[1:, 0].tolist(), f"{path}, row names")
+        return unique_names(pd.read_csv(path, usecols=[0], **raw).iloc[1:, 0].tolist(), f"{path}, row names")
 
     if frame.shape[1] == 0:
         raise ValueError(f"{path}: the table has no columns")
@@ -336,7 +336,7 @@ def _read_table(path, sep, first_column):
             + ("; that column is empty on every line: do the lines below the header end with a separator the "
                "header does not?" if empty else "")
         )
-    return frame.to_numpy(), row_names, _make_unique(column_names, f"{path}, column names")
+    return frame.to_numpy(), row_names, unique_names(column_names, f"{path}, column names")
 
 
 def _csr_as_stored(matrix):
@@ -436,8 +436,8 @@ def _read_h5ad(path, layer):
         )
     X = sp.csr_matrix(matrix.T) if sp.issparse(matrix) else np.ascontiguousarray(np.asarray(matrix).T)
     # as the 10x and table readers do (anndata only warns of repeated names): results must tell items apart
-    return (X, _make_unique(np.asarray(var_names, dtype=str), f"{path}, gene names (var_names)"),
-            _make_unique(np.asarray(adata.obs_names, dtype=str), f"{path}, cell names (obs_names)"))
+    return (X, unique_names(np.asarray(var_names, dtype=str), f"{path}, gene names (var_names)"),
+            unique_names(np.asarray(adata.obs_names, dtype=str), f"{path}, cell names (obs_names)"))
 
 
 def _is_numeric_matrix(value):
@@ -915,14 +915,18 @@ def atomic_output_files(paths):
 
 def _replace_together(temporaries, targets):
     """Move each temporary file onto its target; if a move fails, the targets already replaced get their old
-    files back (moved aside first, under hidden names, when there are several), and the error propagates."""
-    done = []  # (target replaced, its old file moved aside or None where it had none)
+    files back, and the error propagates. With several files, each old file is kept aside first under a hidden
+    name (a hard link where the file system has them, so the target never goes missing)."""
+    done = []  # (target replaced, its old file kept aside, or None where it had none)
     try:
         for temporary, target in zip(temporaries, targets):
             aside = None
-            if len(targets) > 1 and (target.exists() or target.is_symlink()):
+            if len(targets) > 1 and target.exists():
                 aside = _temporary_sibling(target, "replaced")
-                os.replace(target, aside)
+                try:
+                    os.link(target, aside)
+                except OSError:
+                    os.replace(target, aside)
             try:
                 os.replace(temporary, target)
             except BaseException:
@@ -939,7 +943,8 @@ def _replace_together(temporaries, targets):
         raise
     for _, aside in done:
         if aside is not None:
-            aside.unlink()
+            with contextlib.suppress(OSError):  # every file is in place: a leftover must not undo that
+                aside.unlink()
 
 
 @contextlib.contextmanager
