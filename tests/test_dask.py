@@ -154,6 +154,28 @@ def test_checkpoint_of_a_dask_fit_resumes_on_the_local_backend(clients, tmp_path
     assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), conjoined.DPMM(checkpoint=path, **PARAMS).fit(X))
 
 
+def test_cdp_starts_one_local_cluster_for_all_its_mixtures(monkeypatch):
+    from conjoined.datasets import make_cdp_case
+    from conjoined.dpmm import dask_backend
+
+    started = []
+
+    def counted(*args, **kwargs):
+        started.append(kwargs)
+        return distributed.LocalCluster(*args, **kwargs)
+
+    monkeypatch.setattr(dask_backend, "LocalCluster", counted)
+    X, _, _ = make_cdp_case(3, random_state=0)
+    params = {"n_iter": 20, "n_reassign": 5, "random_state": 0, "n_shards": 4}
+    environment = dict(os.environ)
+    dask = conjoined.CDP(backend="dask", **params).fit(X)
+    assert len(started) == 1 and len(dask.dpmm_trends_) == 6  # six mixture fits, one cluster
+    assert dict(os.environ) == environment
+    local = conjoined.CDP(**params).fit(X)
+    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+        np.testing.assert_array_equal(getattr(local, name), getattr(dask, name), err_msg=name)
+
+
 def test_cdp_runs_its_dpmms_on_dask(clients):
     from conjoined.datasets import make_cdp_case
 

@@ -22,6 +22,7 @@ same reassignment and extraction unless set otherwise), for comparison.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import numbers
 import os
@@ -451,8 +452,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     verbose : bool or int
         Progress bars (an integer level as in scikit-learn: any level above 0 shows them).
     n_shards, backend, client, address : passed to every DPMM (see ``DPMM``)
-        ``backend="dask"`` runs the DPMM passes on Dask workers; give ``client`` (or ``address``) to share one
-        cluster between the DPMM runs, otherwise each run starts and stops its own local cluster.
+        ``backend="dask"`` runs the DPMM passes on Dask workers: on the cluster of ``client`` (or ``address``),
+        otherwise on a local cluster the fit starts for all its DPMM runs and stops at its end.
     checkpoint : str, path or None, default=None
         Directory where every DPMM run keeps its checkpoint (``dpmm-<run>-<side>.npz``, see ``DPMM``): a fit
         started again with the same data and parameters resumes where it stopped. With ``random_state=None`` the
@@ -618,19 +619,32 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         point = point_dispersion(aggregated, labels)
         return point / point.mean(), feature_dispersion(aggregated, labels, likelihood)
 
-    def _dpmm(self, side, seed):
+    def _dpmm(self, side, seed, client):
         checkpoint = None
         if self.checkpoint is not None:
             os.makedirs(self.checkpoint, exist_ok=True)
             checkpoint = os.path.join(self.checkpoint, f"dpmm-{seed.spawn_key[-1]}-{side}.npz")
         return DPMM(alpha=getattr(self, f"{side}_alpha"), prior=self._prior(side), n_iter=self.n_iter,
                     random_state=seed, n_jobs=self.n_jobs, verbose=self.verbose, n_shards=self.n_shards,
-                    backend=self.backend, client=self.client, address=self.address, checkpoint=checkpoint)
+                    backend=self.backend, client=client, address=self.address, checkpoint=checkpoint)
 
-    def _fitted_dpmm(self, side, seed, data, fits):
-        """The side's DPMM fitted on ``data``, appended to ``fits``; whether it settled is said by ``fit`` for
-        all the fits at once."""
-        dpmm = self._dpmm(side, seed)._fit(data)
+    @contextlib.contextmanager
+    def _mixtures_client(self):
+        """The Dask client of every mixture of a fit: ``client``; with ``backend="dask"`` and neither ``client``
+        nor ``address``, a local cluster's, started once for the fit (each start takes seconds, and ignores a
+        Ctrl-C meanwhile) and stopped at its end; None otherwise."""
+        if self.backend != "dask" or self.client is not None or self.address is not None:
+            yield self.client
+            return
+        from .dpmm.dask_backend import embedded_client
+
+        with embedded_client() as client:
+            yield client
+
+    def _fitted_dpmm(self, side, seed, data, fits, client):
+        """The side's DPMM fitted on ``data`` (with the Dask ``client`` of :meth:`_mixtures_client`), appended
+        to ``fits``; whether it settled is said by ``fit`` for all the fits at once."""
+        dpmm = self._dpmm(side, seed, client)._fit(data)
         fits.append((side, dpmm))
         return dpmm
 
@@ -696,23 +710,24 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             core, fit_core, test_core = (part[fit_rows][:, fit_cols] for part in (core, fit_core, test_core))
         row_data, column_data = fit_core, sp.csr_matrix(fit_core.T)  # what each side's last mixture was fitted on
         fits = []  # (side, fitted DPMM) in the order of fitting
-        row_dpmm = self._fitted_dpmm("row", row_seed, row_data, fits)
-        column_dpmm = self._fitted_dpmm("column", column_seed, column_data, fits)
-        rounds = 0 if self.mode == "paper" else self.n_rounds
-        consensus = self.mode != "paper"
-        row_dispersion = column_dispersion = None
-        row_labels, K_r, row_k_post = _select_labels(row_dpmm, row_data, consensus)
-        for round_ in range(rounds):
-            col_labels, K_c, _ = _select_labels(column_dpmm, column_data)
-            aggregated = _aggregate(fit_core, col_labels, K_c)
-            row_dispersion = self._dispersion(aggregated, row_labels, "row", round_)
-            row_data = _tempered(aggregated, *row_dispersion)
-            row_dpmm = self._fitted_dpmm("row", root_seed.spawn(1)[0], row_data, fits)
-            row_labels, K_r, row_k_post = _select_labels(row_dpmm, row_data)
-            aggregated = _aggregate(fit_core.T.tocsr(), row_labels, K_r)
-            column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
-            column_data = _tempered(aggregated, *column_dispersion)
-            column_dpmm = self._fitted_dpmm("column", root_seed.spawn(1)[0], column_data, fits)
+        with self._mixtures_client() as client:
+            row_dpmm = self._fitted_dpmm("row", row_seed, row_data, fits, client)
+            column_dpmm = self._fitted_dpmm("column", column_seed, column_data, fits, client)
+            rounds = 0 if self.mode == "paper" else self.n_rounds
+            consensus = self.mode != "paper"
+            row_dispersion = column_dispersion = None
+            row_labels, K_r, row_k_post = _select_labels(row_dpmm, row_data, consensus)
+            for round_ in range(rounds):
+                col_labels, K_c, _ = _select_labels(column_dpmm, column_data)
+                aggregated = _aggregate(fit_core, col_labels, K_c)
+                row_dispersion = self._dispersion(aggregated, row_labels, "row", round_)
+                row_data = _tempered(aggregated, *row_dispersion)
+                row_dpmm = self._fitted_dpmm("row", root_seed.spawn(1)[0], row_data, fits, client)
+                row_labels, K_r, row_k_post = _select_labels(row_dpmm, row_data)
+                aggregated = _aggregate(fit_core.T.tocsr(), row_labels, K_r)
+                column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
+                column_data = _tempered(aggregated, *column_dispersion)
+                column_dpmm = self._fitted_dpmm("column", root_seed.spawn(1)[0], column_data, fits, client)
         col_labels, K_c, col_k_post = _select_labels(column_dpmm, column_data, consensus)
 
         # The topics are the clusters the biclusters are read from: the refined partitions where the significance

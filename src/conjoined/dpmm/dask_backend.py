@@ -142,6 +142,24 @@ def _undo(changed):
             os.environ[name] = value_before
 
 
+@contextlib.contextmanager
+def embedded_client(n_workers=2, threads_per_worker=1):
+    """A ``distributed.Client`` of a ``LocalCluster`` started in this process on 127.0.0.1 (``n_workers`` worker
+    processes of ``threads_per_worker`` threads), closed with the cluster on exit. A Ctrl-C is ignored while the
+    workers start (:func:`_workers_ignoring_ctrl_c`); the variables their nannies set are undone after the start
+    and again at the close (:func:`_nanny_variables_undone`)."""
+    # The scheduler's HTTP server (health routes) gets a free port: 8787 may be taken by another cluster.
+    with _workers_ignoring_ctrl_c(), _nanny_variables_undone() as changed:
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                               host="127.0.0.1", dashboard_address=":0", scheduler_kwargs={"dashboard": False})
+    try:
+        with Client(cluster, set_as_default=False) as client:
+            yield client
+    finally:
+        cluster.close()
+        _undo(changed)  # a nanny that restarted a worker set its variables again
+
+
 class DaskBackend(Shard):
     """Backend whose passes run on Dask workers; the driver-side ``Shard`` (every stream) is the recovery copy.
 
@@ -164,18 +182,13 @@ class DaskBackend(Shard):
         super().__init__(data, seeds, 0, 1)
         self.n_points = self.n
         self.seeds = list(seeds)
-        self.cluster = None
+        self.owned = contextlib.ExitStack()  # what close() closes: a client opened here, a cluster started here
         if client is not None:
-            self.client, self.owns_client = client, False
+            self.client = client
         elif address is not None:
-            self.client, self.owns_client = Client(address, set_as_default=False), True
+            self.client = self.owned.enter_context(Client(address, set_as_default=False))
         else:
-            # The scheduler's HTTP server (health routes) gets a free port: 8787 may be taken by another cluster.
-            with _workers_ignoring_ctrl_c(), _nanny_variables_undone() as self.nanny_variables:
-                self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                                            processes=True, host="127.0.0.1", dashboard_address=":0",
-                                            scheduler_kwargs={"dashboard": False})
-            self.client, self.owns_client = Client(self.cluster, set_as_default=False), True
+            self.client = self.owned.enter_context(embedded_client(n_workers, threads_per_worker))
         self.groups = None  # stream indices of each actor
         self.actors, self.actor_futures, self.placement, self.pending = [], [], [], []
         self.lost_workers = set()
@@ -322,8 +335,4 @@ class DaskBackend(Shard):
             if future is not None:
                 future.release()
         self.actors, self.actor_futures = [], []
-        if self.owns_client:
-            self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
-            _undo(self.nanny_variables)  # a nanny that restarted a worker set its variables again
+        self.owned.close()
