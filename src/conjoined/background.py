@@ -125,10 +125,14 @@ def _cluster_levels(observed, sizes, light):
     u_k v_l sizes[k, l]``. The levels ``u`` (K_r,) and ``v`` (K_c,) are Gamma-distributed around 1 and each gets
     its posterior mean given the others, with the shape of :func:`_level_shape`, alternately until no block's
     background moves by more than ``LEVEL_TOLERANCE`` (relative; at most ``LEVEL_ROUNDS`` rounds); ``rho0`` keeps
-    the light blocks' expected total equal to their observed total. When the clusters' totals differ by no more
-    than Poisson noise allows, the levels stay 1 and the background is one density, the light blocks' (a uniform
-    background: the simulation cases); only data that clearly demand levels (genes or cells of very different
-    depths) get them. Returns the background density of each block (K_r, K_c): ``rho0 u_k v_l``.
+    the light blocks' expected total equal to their observed total. Each side's levels are rescaled to mean 1
+    as they are updated. The likelihood leaves the scale shared by ``rho0``, ``u`` and ``v`` free, so the plain
+    alternation crawls along it (on single-cell data, tens of thousands of rounds); the rescaling removes that
+    direction and not the fixed point, where the levels' mean is 1 anyway: summing ``u_k (s + E_k) = s + T_k``
+    over the clusters, with ``sum_k u_k E_k = sum_k T_k``, gives ``sum_k u_k = K_r``. When the clusters' totals
+    differ by no more than Poisson noise allows, the levels stay 1 and the background is one density, the light
+    blocks' (a uniform background: the simulation cases); only data that clearly demand levels (genes or cells of
+    very different depths) get them. Returns the background density of each block (K_r, K_c): ``rho0 u_k v_l``.
     """
     light_sizes = np.where(light, sizes, 0.0)
     light_observed = np.where(light, observed, 0.0)
@@ -137,9 +141,10 @@ def _cluster_levels(observed, sizes, light):
     background = np.full(observed.shape, rho0)
     for _ in range(LEVEL_ROUNDS):
         u = _shrunk_levels(light_observed.sum(axis=1), rho0 * light_sizes @ v)
+        u /= u.mean()
         v = _shrunk_levels(light_observed.sum(axis=0), rho0 * u @ light_sizes)
+        v /= v.mean()
         rho0 = light_observed.sum() / (light_sizes * np.outer(u, v)).sum()
-        # rho0, u and v are identified only up to scale between them: test their product
         new_background = rho0 * np.outer(u, v)
         settled = bool((np.abs(new_background - background) <= LEVEL_TOLERANCE * np.abs(background)).all())
         background = new_background
