@@ -54,6 +54,7 @@ import sys
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 from scipy.stats import norm
 
 from ._negative_binomial import best_shape
@@ -125,25 +126,36 @@ def _cluster_levels(observed, sizes, light):
     u_k v_l sizes[k, l]``. The levels ``u`` (K_r,) and ``v`` (K_c,) are Gamma-distributed around 1 and each gets
     its posterior mean given the others, with the shape of :func:`_level_shape`, alternately until no block's
     background moves by more than ``LEVEL_TOLERANCE`` (relative; at most ``LEVEL_ROUNDS`` rounds); ``rho0`` keeps
-    the light blocks' expected total equal to their observed total. Each side's levels are rescaled to mean 1
-    as they are updated. The likelihood leaves the scale shared by ``rho0``, ``u`` and ``v`` free, so the plain
-    alternation crawls along it (on single-cell data, tens of thousands of rounds); the rescaling removes that
-    direction and not the fixed point, where the levels' mean is 1 anyway: summing ``u_k (s + E_k) = s + T_k``
-    over the clusters, with ``sum_k u_k E_k = sum_k T_k``, gives ``sum_k u_k = K_r``. When the clusters' totals
-    differ by no more than Poisson noise allows, the levels stay 1 and the background is one density, the light
-    blocks' (a uniform background: the simulation cases); only data that clearly demand levels (genes or cells of
-    very different depths) get them. Returns the background density of each block (K_r, K_c): ``rho0 u_k v_l``.
+    the light blocks' expected total equal to their observed total. When the clusters' totals differ by no more
+    than Poisson noise allows, the levels stay 1 and the background is one density, the light blocks' (a uniform
+    background: the simulation cases); only data that clearly demand levels (genes or cells of very different
+    depths) get them. Returns the background density of each block (K_r, K_c): ``rho0 u_k v_l``.
+
+    The likelihood leaves free the scale shared by ``rho0`` and the levels, and, where the light blocks link the
+    clusters into separate groups (rows R and columns C), the scale moved from ``u_R`` to ``v_C``; only the levels'
+    prior pins them (so the background of a block across two groups, which no light block measures, is the prior's),
+    and the plain alternation crawled along them (on single-cell data, tens of thousands of rounds; the light blocks
+    of real data have formed one group). Each round therefore puts the levels where a fixed point has them along
+    those directions: there, summing ``u_k (s_u + E_k) = s_u + T_k`` over a group's rows and ``v_l (s_v + E_l) = s_v
+    + T_l`` over its columns, both sums of expected counts being the group's expected total ``X``, gives ``s_u (|R| -
+    sum_R u) = T - X = s_v (|C| - sum_C v)`` (:func:`_balance_groups`), and over all clusters (rho0 makes the light
+    blocks' ``X`` their ``T``) each side's levels average 1. The fixed points are the plain alternation's
+    (tests/test_background.py checks the result against its updates).
     """
     light_sizes = np.where(light, sizes, 0.0)
     light_observed = np.where(light, observed, 0.0)
+    row_totals, column_totals = light_observed.sum(axis=1), light_observed.sum(axis=0)
+    row_groups, column_groups = _light_groups(light_sizes)
     u, v = np.ones(observed.shape[0]), np.ones(observed.shape[1])
     rho0 = light_observed.sum() / light_sizes.sum()
     background = np.full(observed.shape, rho0)
     for _ in range(LEVEL_ROUNDS):
-        u = _shrunk_levels(light_observed.sum(axis=1), rho0 * light_sizes @ v)
+        u, row_shape = _shrunk_levels(row_totals, rho0 * light_sizes @ v)
         u /= u.mean()
-        v = _shrunk_levels(light_observed.sum(axis=0), rho0 * u @ light_sizes)
+        v, column_shape = _shrunk_levels(column_totals, rho0 * u @ light_sizes)
         v /= v.mean()
+        if row_groups.max() > 0 and np.isfinite(row_shape) and np.isfinite(column_shape):
+            _balance_groups(u, v, row_shape, column_shape, row_groups, column_groups)
         rho0 = light_observed.sum() / (light_sizes * np.outer(u, v)).sum()
         new_background = rho0 * np.outer(u, v)
         settled = bool((np.abs(new_background - background) <= LEVEL_TOLERANCE * np.abs(background)).all())
@@ -153,13 +165,46 @@ def _cluster_levels(observed, sizes, light):
     return background
 
 
+def _light_groups(light_sizes):
+    """The groups of clusters that light blocks link (connected components of the bipartite graph whose edges
+    are the blocks with light cells, ``light_sizes`` (K_r, K_c) > 0): ``(row_groups (K_r,), column_groups
+    (K_c,))``, numbered from 0; a cluster without light cells gets -1."""
+    linked = sp.csr_matrix(light_sizes > 0)
+    graph = sp.bmat([[None, linked], [linked.T, None]])
+    _, labels = connected_components(graph, directed=False)
+    n_rows = light_sizes.shape[0]
+    has_light = np.concatenate([linked.getnnz(axis=1) > 0, linked.getnnz(axis=0) > 0])
+    _, numbered = np.unique(labels[has_light], return_inverse=True)
+    labels = np.full(labels.shape, -1)
+    labels[has_light] = numbered
+    return labels[:n_rows], labels[n_rows:]
+
+
+def _balance_groups(u, v, row_shape, column_shape, row_groups, column_groups):
+    """Move each group's scale between its row levels and its column levels (``u_R c``, ``v_C / c``, which
+    leaves its light blocks' background as it is) to where a fixed point of :func:`_cluster_levels` has it,
+    ``s_u (|R| - c sum_R u) = s_v (|C| - sum_C v / c)``, then rescale each side to mean 1. ``u``, ``v`` are
+    changed in place."""
+    for group in range(row_groups.max() + 1):
+        rows, columns = row_groups == group, column_groups == group
+        # the positive root of a c^2 + b c - d = 0, in the form that does not cancel
+        a, d = row_shape * u[rows].sum(), column_shape * v[columns].sum()
+        b = column_shape * columns.sum() - row_shape * rows.sum()
+        root = math.sqrt(b * b + 4 * a * d)
+        scale = 2 * d / (b + root) if b > 0 else (root - b) / (2 * a)
+        u[rows] *= scale
+        v[columns] /= scale
+    u /= u.mean()
+    v /= v.mean()
+
+
 def _shrunk_levels(totals, expected):
-    """Posterior-mean levels ``(s + totals) / (s + expected)`` under the shape ``s`` of :func:`_level_shape`
-    (all 1 when it is inf)."""
+    """``(levels, s)``: posterior-mean levels ``(s + totals) / (s + expected)`` under the shape ``s`` of
+    :func:`_level_shape` (all 1 when it is inf)."""
     shape = _level_shape(totals, expected)
     if np.isinf(shape):
-        return np.ones_like(totals, dtype=np.float64)
-    return (shape + totals) / (shape + expected)
+        return np.ones_like(totals, dtype=np.float64), shape
+    return (shape + totals) / (shape + expected), shape
 
 
 def _heavy_blocks(observed, sizes, z_min, eligible, initial_density, levels, spread=None):
