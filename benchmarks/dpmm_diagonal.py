@@ -28,6 +28,7 @@ from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import normalized_mutual_info_score
 from sklearn.mixture import BayesianGaussianMixture
+from threadpoolctl import threadpool_limits
 
 from conjoined import DPMM, NormalGamma, NormalInverseWishart
 
@@ -52,7 +53,8 @@ def dpmm_fit(X, prior, n_iter, seed):
 
 
 def mixture_fit(X, n_iter, seed):
-    with warnings.catch_warnings():
+    # BLAS on one thread, as the DPMM keeps it: faster on matrices of this size (and 5x on 2 busy cores)
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
         warnings.simplefilter("ignore", ConvergenceWarning)
         return BayesianGaussianMixture(n_components=MIXTURE_COMPONENTS, covariance_type="diag",
                                        weight_concentration_prior_type="dirichlet_process", max_iter=500,

@@ -33,6 +33,7 @@ from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import normalized_mutual_info_score
 from sklearn.mixture import BayesianGaussianMixture
+from threadpoolctl import threadpool_limits
 
 from conjoined import DPMM, NormalGamma, NormalInverseWishart
 
@@ -106,7 +107,9 @@ def mixture_runs(X, truth, seeds):
     nmis, seconds = [], []
     for seed in range(seeds):
         began = time.perf_counter()
-        with warnings.catch_warnings():
+        # BLAS on one thread, as the DPMM keeps it: faster on these sizes (digits 0.4 s against 2.0 s, 20,000 x
+        # 50 about 15%), where more threads only wait on each other
+        with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
             warnings.simplefilter("ignore", ConvergenceWarning)
             labels = BayesianGaussianMixture(n_components=MIXTURE_COMPONENTS,
                                              weight_concentration_prior_type="dirichlet_process",

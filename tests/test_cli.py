@@ -360,6 +360,14 @@ def test_save_fit_writes_the_folder_the_command_writes(reference, planted, tmp_p
         fit_folder.save_fit(model, X, tmp_path / "renamed", row_names=twice, pictures=False)
     rows = pd.read_csv(tmp_path / "renamed" / "row_membership.csv", index_col=0).index
     assert rows[:3].tolist() == ["gene0", "gene0-1", "gene2"]
+    # fitted on an array, saved without names: a named file's rows are not the fit's numbers, and the error says so
+    unnamed = fit_folder.save_fit(CDP(n_iter=30, random_state=0).fit(X), X, tmp_path / "unnamed", pictures=False)
+    pd.DataFrame(X[:, :2], index=genes, columns=["a", "b"]).to_csv(tmp_path / "named.csv")
+    status, _, err = _run(["predict", unnamed, tmp_path / "named.csv", "-o", tmp_path / "n.csv"], capsys)
+    assert status == 2 and "its row 'gene0' is not a fitted row" in err
+    assert "the fit's rows and columns have no names but their numbers 0, 1, ..." in err
+    pd.DataFrame(X[:, :2], columns=["a", "b"]).to_csv(tmp_path / "numbered.csv", index=False)
+    assert _run(["predict", unnamed, tmp_path / "numbered.csv", "-o", tmp_path / "m.csv"], capsys)[0] == 0
 
 
 def test_save_fit_leaves_matplotlibs_backend_alone(tmp_path):

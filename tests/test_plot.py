@@ -175,6 +175,28 @@ def test_biclusters_the_strongest_marked(max_biclusters, marked):
                               f"14 x 6 matrix, 14 biclusters, the {marked} strongest marked")
 
 
+def test_all_of_many_biclusters_fit_in_a_taller_figure(tmp_path, recwarn):
+    """80 biclusters, all marked: the figure grows by the legend's 35 extra rows (two columns of 40), every entry
+    lies inside it, the heatmap keeps its height, and the strips number every eighth bicluster. (At the fixed
+    size, constrained layout collapsed the axes under the legend.)"""
+    X = np.arange(80 * 20, dtype=float).reshape(80, 20)
+    rows, columns = np.eye(80, dtype=bool), np.ones((80, 20), bool)
+    model = _model(np.arange(80), np.arange(20) // 2, rows, columns)
+    figure = plot_biclusters(X, model, max_biclusters=None)
+    assert tuple(figure.get_size_inches()) == pytest.approx((9.0, 6.5 + 0.16 * 35))
+    figure.savefig(tmp_path / "many.png", dpi=50)
+    assert not [w for w in recwarn if "constrained_layout" in str(w.message)]
+    frame = figure.bbox
+    texts = figure.legends[0].get_texts()
+    assert len(texts) == 80
+    for text in texts:
+        box = text.get_window_extent()
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+    assert _heatmap(figure).get_window_extent().height > 0.4 * 6.5 * 50
+    column_strip = next(ax for ax in figure.axes if ax.get_ylabel() == "bicluster")
+    assert [t.get_text() for t in column_strip.get_yticklabels()] == [str(b) for b in range(0, 80, 8)]
+
+
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
 def test_biclusters_bad_max_biclusters(bad, case2):
     X, model = case2

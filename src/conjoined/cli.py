@@ -762,12 +762,18 @@ def _new_items_side(args, X, row_names, column_names, model):
                for what, names, given in (("row", model.row_names, row_names), ("column", model.column_names,
                                                                                    column_names))
                if given is not None and not set(given) <= set(names)]
+    unnamed = [what for what, names, given in (("rows", model.row_names, row_names),
+                                               ("columns", model.column_names, column_names))
+               if given is not None and np.array_equal(names, default_names(len(names)))]
     raise UserError(
         f"{args.input}: neither its rows ({X.shape[0]}) are the fitted rows ({len(model.row_names)}) nor its "
         f"columns ({X.shape[1]}) the fitted columns ({len(model.column_names)}), by name or, without names, by "
         "number" + (f" (its {'; its '.join(unknown)})" if unknown else "") + ": new columns need counts over the "
         "fitted rows, new rows over the fitted columns"
-        + ("" if args.transpose else " (--transpose reads the file's transpose)"))
+        + ("" if args.transpose else " (--transpose reads the file's transpose)")
+        + (f"; the fit's {' and '.join(unnamed)} have no names but their numbers 0, 1, ... (a matrix without "
+           "names, or conjoined.save_fit without row_names= / column_names=): give INPUT without names to match "
+           "by position" if unnamed else ""))
 
 
 def _aligned(X, given, fitted, axis, where):

@@ -21,6 +21,8 @@ __all__ = ["block_label", "plot_biclusters", "plot_k_trace", "plot_membership", 
 
 _MAX_NAMED_TICKS = 100
 _MAX_CLUSTER_TICKS = 40
+# Height of one row of the heatmap legend (font size 8), by which a new figure grows past five rows.
+_LEGEND_ROW_INCHES = 0.16
 
 
 def _pyplot():
@@ -175,11 +177,11 @@ def plot_biclusters(
     max_bins : int
         Most image rows/columns drawn per axis.
     max_biclusters : int or None, default=10
-        Most biclusters marked: the first ones, which for CDP are the strongest (past about ten, outlines and
-        legend entries hide each other). None: all.
+        Most biclusters marked: the first ones, which for CDP are the strongest (past about ten, outlines hide
+        each other). None: all.
     cmap : str
     figsize : (float, float)
-        Size of a new figure (inches).
+        Size of a new figure (inches); past ten biclusters it grows taller by the legend's extra rows.
     title : str, optional
 
     Returns
@@ -210,6 +212,8 @@ def plot_biclusters(
     n_biclusters = n_found if max_biclusters is None else min(n_found, max_biclusters)
     bicluster_rows, bicluster_columns = bicluster_rows[:n_biclusters], bicluster_columns[:n_biclusters]
     new_figure = ax is None
+    extra_legend_rows = max(-(-n_biclusters // 2) - 5, 0)  # the legend's two columns hold ten biclusters
+    figsize = (figsize[0], figsize[1] + _LEGEND_ROW_INCHES * extra_legend_rows)
     figure, ax, column_strip, row_strip, colorbar_place = _heatmap_axes(ax, figsize, n_biclusters)
 
     row_order = _display_order(row_labels)
@@ -343,12 +347,14 @@ def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, b
                     )
                 )
         ax.plot([], [], color=color, linewidth=6, label=label)
+    # at most ten numbered ticks, which the strips' width holds
+    ticked = np.arange(0, n_biclusters, -(-n_biclusters // 10))
     column_strip.set_ylim(n_biclusters, 0)
-    column_strip.set_yticks(np.arange(n_biclusters) + 0.5, [str(b) for b in range(n_biclusters)], fontsize=6)
+    column_strip.set_yticks(ticked + 0.5, [str(b) for b in ticked], fontsize=6)
     column_strip.tick_params(axis="x", bottom=False, labelbottom=False)
     column_strip.set_ylabel("bicluster", fontsize=7)
     row_strip.set_xlim(0, n_biclusters)
-    row_strip.set_xticks(np.arange(n_biclusters) + 0.5, [str(b) for b in range(n_biclusters)], fontsize=6)
+    row_strip.set_xticks(ticked + 0.5, [str(b) for b in ticked], fontsize=6)
     row_strip.tick_params(axis="y", left=False, labelleft=False)
     for strip in (column_strip, row_strip):
         for spine in strip.spines.values():
