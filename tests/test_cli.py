@@ -365,7 +365,10 @@ def test_save_fit_writes_the_folder_the_command_writes(reference, planted, tmp_p
     pd.DataFrame(X[:, :2], index=genes, columns=["a", "b"]).to_csv(tmp_path / "named.csv")
     status, _, err = _run(["predict", unnamed, tmp_path / "named.csv", "-o", tmp_path / "n.csv"], capsys)
     assert status == 2 and "its row 'gene0' is not a fitted row" in err
-    assert "the fit's rows and columns have no names but their numbers 0, 1, ..." in err
+    assert "; the fit's rows have no names but their numbers 0, 1, ..." in err  # the side that fits by position
+    pd.DataFrame(X[:5, :2], index=genes[:5]).to_csv(tmp_path / "short_named.csv")
+    status, _, err = _run(["predict", unnamed, tmp_path / "short_named.csv", "-o", tmp_path / "n.csv"], capsys)
+    assert status == 2 and "is not a fitted row" in err and "have no names" not in err  # no side fits by position
     pd.DataFrame(X[:, :2], columns=["a", "b"]).to_csv(tmp_path / "numbered.csv", index=False)
     assert _run(["predict", unnamed, tmp_path / "numbered.csv", "-o", tmp_path / "m.csv"], capsys)[0] == 0
 
@@ -449,6 +452,7 @@ def test_predict_refuses_what_it_cannot_match_and_keeps_files(reference, planted
     pd.DataFrame(X[:, :2], index=[f"g{i}" for i in range(16)], columns=["a", "b"]).to_csv(tmp_path / "other.csv")
     status, _, err = _run(["predict", reference, tmp_path / "other.csv", "-o", tmp_path / "o.csv"], capsys)
     assert status == 2 and "(its row 'g0' is not a fitted row; its column 'a' is not a fitted column)" in err
+    assert "have no names" not in err  # the fit's are real names
     fit = tmp_path / "fit"
     shutil.copytree(reference, fit)
     (tmp_path / "into_fit.csv").symlink_to(fit / "theta.csv")  # written through, it would replace the fit's file

@@ -138,7 +138,7 @@ def _cluster_levels(observed, sizes, light):
     of real data have formed one group). Each round therefore puts the levels where a fixed point has them along
     those directions: there, summing ``u_k (s_u + E_k) = s_u + T_k`` over a group's rows and ``v_l (s_v + E_l) = s_v
     + T_l`` over its columns, both sums of expected counts being the group's expected total ``X``, gives ``s_u (|R| -
-    sum_R u) = T - X = s_v (|C| - sum_C v)`` (:func:`_balance_groups`), and over all clusters (rho0 makes the light
+    sum_R u) = X - T = s_v (|C| - sum_C v)`` (:func:`_balance_groups`), and over all clusters (rho0 makes the light
     blocks' ``X`` their ``T``) each side's levels average 1. The fixed points are the plain alternation's
     (tests/test_background.py checks the result against its updates).
     """

@@ -762,9 +762,11 @@ def _new_items_side(args, X, row_names, column_names, model):
                for what, names, given in (("row", model.row_names, row_names), ("column", model.column_names,
                                                                                    column_names))
                if given is not None and not set(given) <= set(names)]
-    unnamed = [what for what, names, given in (("rows", model.row_names, row_names),
-                                               ("columns", model.column_names, column_names))
-               if given is not None and np.array_equal(names, default_names(len(names)))]
+    # a side INPUT could match by position, but not by its names, against a fit whose items have none
+    unnamed = [what for what, names, given, n in (("rows", model.row_names, row_names, X.shape[0]),
+                                                  ("columns", model.column_names, column_names, X.shape[1]))
+               if given is not None and n == len(names) and not set(given) <= set(names)
+               and np.array_equal(names, default_names(len(names)))]
     raise UserError(
         f"{args.input}: neither its rows ({X.shape[0]}) are the fitted rows ({len(model.row_names)}) nor its "
         f"columns ({X.shape[1]}) the fitted columns ({len(model.column_names)}), by name or, without names, by "

@@ -21,8 +21,9 @@ __all__ = ["block_label", "plot_biclusters", "plot_k_trace", "plot_membership", 
 
 _MAX_NAMED_TICKS = 100
 _MAX_CLUSTER_TICKS = 40
-# Height of one row of the heatmap legend (font size 8), by which a new figure grows past five rows.
-_LEGEND_ROW_INCHES = 0.16
+# Height of one row of the heatmap legend (font size 8, with its spacing), by which a new figure grows past
+# five rows.
+_LEGEND_ROW_INCHES = 0.175
 
 
 def _pyplot():
@@ -180,8 +181,9 @@ def plot_biclusters(
         Most biclusters marked: the first ones, which for CDP are the strongest (past about ten, outlines hide
         each other). None: all.
     cmap : str
-    figsize : (float, float)
-        Size of a new figure (inches); past ten biclusters it grows taller by the legend's extra rows.
+    figsize : (float, float) or None
+        Size of a new figure (inches; None: matplotlib's default); past ten biclusters it grows taller by the
+        legend's extra rows.
     title : str, optional
 
     Returns
@@ -213,7 +215,9 @@ def plot_biclusters(
     bicluster_rows, bicluster_columns = bicluster_rows[:n_biclusters], bicluster_columns[:n_biclusters]
     new_figure = ax is None
     extra_legend_rows = max(-(-n_biclusters // 2) - 5, 0)  # the legend's two columns hold ten biclusters
-    figsize = (figsize[0], figsize[1] + _LEGEND_ROW_INCHES * extra_legend_rows)
+    if ax is None and extra_legend_rows:
+        width, height = _pyplot().rcParams["figure.figsize"] if figsize is None else figsize
+        figsize = (width, height + _LEGEND_ROW_INCHES * extra_legend_rows)
     figure, ax, column_strip, row_strip, colorbar_place = _heatmap_axes(ax, figsize, n_biclusters)
 
     row_order = _display_order(row_labels)
