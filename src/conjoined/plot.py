@@ -215,7 +215,7 @@ def plot_biclusters(
     bicluster_rows, bicluster_columns = bicluster_rows[:n_biclusters], bicluster_columns[:n_biclusters]
     new_figure = ax is None
     extra_legend_rows = max(-(-n_biclusters // 2) - 5, 0)  # the legend's two columns hold ten biclusters
-    if ax is None and extra_legend_rows:
+    if new_figure and extra_legend_rows:
         width, height = _pyplot().rcParams["figure.figsize"] if figsize is None else figsize
         figsize = (width, height + _LEGEND_ROW_INCHES * extra_legend_rows)
     figure, ax, column_strip, row_strip, colorbar_place = _heatmap_axes(ax, figsize, n_biclusters)
