@@ -118,7 +118,9 @@ class TokenCounts(NamedTuple):
 # --------------------------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, inline="always")
+# Not inline="always" (the kernels around it are): numba pasted it into its ten call sites, 3.5 s of a first
+# run's compilation, and the compiled calls run the sweeps as fast.
+@njit(cache=True, nogil=True)
 def _add_rising_excess(x, m, sign, log_part, scale):
     """Add ``sign * log(Gamma(x + m) / (Gamma(x) x**m))`` (= sign * sum_{t<m} log(1 + t/x)) to the running value
     ``log_part + log(scale)``; returns the new (log_part, scale).

@@ -341,8 +341,10 @@ def _assign_gaussian(X, X32, mu, chol_prec, log_det, log_w, sub_mu, sub_chol_pre
                 c = 2 * k + h
                 block_counts[b, c] = Xs.shape[0]
                 if Xs.shape[0]:
-                    block_sums[b, c] = Xs.sum(axis=0)
-                    block_outer[b, c] = np.dot(Xs.T, Xs)
+                    for m in range(Xs.shape[0]):
+                        for a in range(d):
+                            block_sums[b, c, a] += Xs[m, a]
+                    np.dot(Xs.T, Xs, block_outer[b, c])
     return labels, sublabels, block_counts, block_sums, block_outer
 
 
@@ -359,10 +361,11 @@ def csr_take_rows(indptr, indices, data, rows):
     out_indices = np.empty(out_indptr[-1], indices.dtype)
     out_data = np.empty(out_indptr[-1], data.dtype)
     for t in range(rows.shape[0]):
-        start = indptr[rows[t]]
-        length = out_indptr[t + 1] - out_indptr[t]
-        out_indices[out_indptr[t]:out_indptr[t + 1]] = indices[start:start + length]
-        out_data[out_indptr[t]:out_indptr[t + 1]] = data[start:start + length]
+        # element by element: a slice assignment compiles numba's shape-mismatch error, ~1 s of a first run
+        offset = indptr[rows[t]] - out_indptr[t]
+        for position in range(out_indptr[t], out_indptr[t + 1]):
+            out_indices[position] = indices[position + offset]
+            out_data[position] = data[position + offset]
     return out_indptr, out_indices, out_data
 
 
@@ -678,11 +681,13 @@ def _kept_slots(counts, n_clusters):
 def _whole_in_slot_0(values, mapping):
     """A statistic ``values`` (C, ...) of the slots kept by ``mapping`` as (K', 2, ...) sub-cluster statistics,
     each cluster whole in slot 0."""
-    out = np.zeros((mapping.max() + 1, 2) + values.shape[1:])
+    flat = values.reshape(values.shape[0], -1)
+    out = np.zeros((mapping.max() + 1, 2, flat.shape[1]))
     for k in range(mapping.shape[0]):
         if mapping[k] >= 0:
-            out[mapping[k], 0] = values[k]
-    return out
+            for f in range(flat.shape[1]):
+                out[mapping[k], 0, f] = flat[k, f]
+    return out.reshape((out.shape[0], 2) + values.shape[1:])
 
 
 @njit(cache=True, nogil=True)
