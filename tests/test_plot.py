@@ -195,6 +195,8 @@ def test_all_of_many_biclusters_fit_in_a_taller_figure(tmp_path, recwarn):
     assert _heatmap(figure).get_window_extent().height > 0.8 * 3.88 * figure.dpi  # 3.88 in with ten biclusters
     column_strip = next(ax for ax in figure.axes if ax.get_ylabel() == "bicluster")
     assert [t.get_text() for t in column_strip.get_yticklabels()] == [str(b) for b in range(0, 80, 8)]
+    colors = [tuple(handle.get_color()) for handle in figure.legends[0].legend_handles]
+    assert len(set(colors[:60])) == 60  # tab10 repeated after ten
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])

@@ -299,6 +299,15 @@ def _heatmap_axes(ax, figsize, n_biclusters):
     return ax.figure, ax, column_strip, row_strip, {"ax": ax, "pad": 0.02 + strip_width}
 
 
+def _bicluster_colors(n_biclusters):
+    """Up to ten biclusters: tab10; more: the 60 colours of tab20, tab20b and tab20c (distinct up to 60, then
+    repeated: the strips' numbers tell those apart)."""
+    colormaps = _pyplot().colormaps
+    if n_biclusters <= 10:
+        return colormaps["tab10"].colors
+    return colormaps["tab20"].colors + colormaps["tab20b"].colors + colormaps["tab20c"].colors
+
+
 def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, blocks, max_bins):
     """Member strips above (columns) and right of (rows) the heatmap, and outlines of the large blocks.
 
@@ -309,7 +318,7 @@ def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, b
 
     n_biclusters, n_rows = sorted_rows.shape
     n_cols = sorted_columns.shape[1]
-    colors = _pyplot().get_cmap("tab10").colors
+    colors = _bicluster_colors(n_biclusters)
     row_gap, column_gap = -(-n_rows // max_bins), -(-n_cols // max_bins)
     for b in range(n_biclusters):
         color = colors[b % len(colors)]
