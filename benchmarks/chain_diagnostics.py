@@ -10,6 +10,9 @@ real DPMM and CDP fits.
    mixture of six: the trend z after warm-up, the change in nats and K at its start and end.
 3. CDP with its defaults on the replicates of ``benchmarks/paper_tables.py`` (rows and columns shuffled): the
    mixture fits that have not settled, of six per fit, and the median effective size.
+4. Section 2's chains compared (``compare_chains``): split R-hat of the log posterior and K, and the ARI between the
+   chains' partitions; and how often four stationary AR(1) chains have an R-hat above 1.01 and 1.05 (short chains
+   of correlated samples do: R-hat also says there are too few samples to tell).
 
     python benchmarks/chain_diagnostics.py [--replicates 50] [--jobs 2]     # about 1 minute on 2 cores
 """
@@ -27,7 +30,7 @@ from scipy.signal import lfilter
 from sklearn.datasets import load_digits, load_iris, make_blobs
 
 from conjoined import DPMM, ConjoinedDirichletProcess, NormalGamma
-from conjoined.dpmm.diagnostics import ChainNotSettledWarning, trend
+from conjoined.dpmm.diagnostics import R_HAT_MAX, ChainNotSettledWarning, compare_chains, split_r_hat, trend
 
 AR_LENGTHS = (50, 75, 150, 500)
 AR_PHIS = (0.0, 0.5, 0.8, 0.9, 0.95)
@@ -71,17 +74,39 @@ def dpmm_fits():
     print("\n2. DPMM fits: trend of the log posterior after warm-up")
     print(f"{'data':<28} {'n_iter':>6} {'seed':>4} {'z':>7} {'late z':>7} {'change':>9} {'eff. size':>9} {'K':>9}  "
           "settled")
+    chains = {}
     for name, (X, prior) in dpmm_data().items():
         for n_iter, seeds in ((100, range(4)), (1000, range(2))):
             for seed in seeds:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ChainNotSettledWarning)
                     model = DPMM(prior=prior, n_iter=n_iter, random_state=seed, store_labels=False).fit(X)
+                chains.setdefault((name, n_iter), []).append(model)
                 result = model.log_posterior_trend_
                 k = model.n_clusters_trace_[model.warmup_:]
                 print(f"{name:<28} {n_iter:>6} {seed:>4} {result.z:>7.1f} {result.late_z:>7.1f} "
                       f"{result.change:>9.1f} "
                       f"{result.effective_size:>9.1f} {f'{k[0]} -> {k[-1]}':>9}  {result.settled}")
+    return chains
+
+
+def chains_compared(chains):
+    print("\n4. section 2's chains compared: split R-hat of the log posterior and of K, ARI between their partitions")
+    print(f"{'data':<28} {'n_iter':>6} {'chains':>6} {'R-hat lp':>8} {'R-hat K':>8} {'ARI':>11}  agree")
+    for (name, n_iter), models in chains.items():
+        comparison = compare_chains(models)
+        between = comparison.label_agreement[np.triu_indices(len(models), 1)]
+        print(f"{name:<28} {n_iter:>6} {len(models):>6} {comparison.r_hat_log_posterior:>8.3f} "
+              f"{comparison.r_hat_n_clusters:>8.3f} {f'{between.min():.2f}-{between.max():.2f}':>11}  "
+              f"{comparison.agree}")
+    print(f"\n   four stationary AR(1) chains, {AR_DRAWS} draws each: share with R-hat above {R_HAT_MAX} and 1.05")
+    print(f"{'samples':>8} {'tau':>5} {'>' + str(R_HAT_MAX):>7} {'>1.05':>7}")
+    rng = np.random.default_rng(1)
+    for n in AR_LENGTHS:
+        for phi in AR_PHIS[:3]:
+            r_hats = np.array([split_r_hat([ar1(rng, phi, n) for _ in range(4)]) for _ in range(AR_DRAWS)])
+            print(f"{n:>8} {(1 + phi) / (1 - phi):>5.0f} {np.mean(r_hats > R_HAT_MAX):>7.3f} "
+                  f"{np.mean(r_hats > 1.05):>7.3f}")
 
 
 def cdp_trends(case, replicate):
@@ -116,8 +141,9 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     stationary_false_alarms()
-    dpmm_fits()
+    chains = dpmm_fits()
     cdp_fits(args.replicates, args.jobs)
+    chains_compared(chains)
 
 
 if __name__ == "__main__":

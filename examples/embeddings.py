@@ -12,7 +12,9 @@ For each seed it prints K (DPMM: the posterior mode over the sampled iterations,
 mixture: the components it uses), the NMI and ARI against the digits of the final labels (the DPMM's last
 iteration), and the fit time. For the first seed: the
 digit make-up of each DPMM cluster, the least certain images (``predict_proba``), and a picture of each cluster's
-mean image saved to ``OUT/digit_clusters.png``. 300 iterations (the DPMM's default is 100); ``--quick`` runs 40
+mean image saved to ``OUT/digit_clusters.png``. With two seeds or more, the DPMM's chains together
+(``conjoined.compare_chains``): the R-hats of their log posterior and K, K's posterior pooled over them, and how far
+their partitions agree. 300 iterations (the DPMM's default is 100); ``--quick`` runs 40
 iterations and one seed (for CI).
 """
 
@@ -31,7 +33,8 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from sklearn.mixture import BayesianGaussianMixture
 from threadpoolctl import threadpool_limits
 
-from conjoined import DPMM
+from conjoined import DPMM, compare_chains
+from conjoined.dpmm.diagnostics import R_HAT_MAX
 
 FULL_ITERATIONS = 300
 QUICK_ITERATIONS = 40
@@ -116,20 +119,33 @@ def cluster_picture(images, digits, labels, path):
     plt.close(figure)
 
 
+def chains_summary(comparison, shown=6):
+    """The DPMM chains compared: R-hats, the most probable values of K pooled over the chains, ARI range."""
+    verdict = ("they agree" if comparison.agree
+               else f"above {R_HAT_MAX}: the chains sit in different places, or are too short to tell")
+    pooled = sorted(comparison.k_posterior.items(), key=lambda item: -item[1])[:shown]
+    between = comparison.label_agreement[np.triu_indices(comparison.n_chains, 1)]
+    return (f"\n--- the {comparison.n_chains} DPMM chains together (compare_chains, {comparison.n_samples} samples "
+            f"each)\nR-hat: log posterior {comparison.r_hat_log_posterior:.2f}, K {comparison.r_hat_n_clusters:.2f} "
+            f"({verdict})\nK over all chains: " + ", ".join(f"{k} ({p:.2f})" for k, p in pooled)
+            + f"\nARI between the chains' partitions: {between.min():.2f} to {between.max():.2f}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("embeddings_output"), help="folder for the picture")
     parser.add_argument("--dims", type=int, default=20, help="PCA dimensions of the embedding (default 20)")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
-    parser.add_argument("--quick", action="store_true", help="40 iterations, one seed (for CI)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="40 iterations and one seed unless --seeds (for CI)")
     args = parser.parse_args(argv)
     if not 1 <= args.dims <= 64:
         parser.error(f"--dims must be between 1 and 64 (the digits have 64 pixels), got {args.dims}")
-    if args.seeds < 1:
+    if args.seeds is not None and args.seeds < 1:
         parser.error(f"--seeds must be at least 1, got {args.seeds}")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out} exists and is not a folder")
-    n_iter, seeds = (QUICK_ITERATIONS, 1) if args.quick else (FULL_ITERATIONS, args.seeds)
+    n_iter, seeds = (QUICK_ITERATIONS, 1) if args.quick else (FULL_ITERATIONS, 3)
+    seeds = seeds if args.seeds is None else args.seeds
 
     images, digits = load_digits(return_X_y=True)
     embedding = PCA(args.dims, random_state=0).fit_transform(images)
@@ -137,17 +153,20 @@ def main(argv=None):
     print(f"DPMM: default prior, {n_iter} iterations; BayesianGaussianMixture: Dirichlet process, "
           f"{MIXTURE_COMPONENTS} components at most\n")
     print("seed  method  K                NMI    ARI    time")
+    chains = []
     for seed in range(seeds):
         model, seconds = fit_dpmm(embedding, n_iter, seed)
+        chains.append(model)
         k, probability = k_posterior_mode(model)
         nmi, ari = scores(digits, model.labels_)
         print(f"{seed:4d}  DPMM    {k:3d} (p = {probability:.2f})  {nmi:.3f}  {ari:.3f}  {seconds:5.1f} s")
         labels, seconds = fit_mixture(embedding, seed)
         nmi, ari = scores(digits, labels)
         print(f"{seed:4d}  BGM     {np.unique(labels).size:3d} used         {nmi:.3f}  {ari:.3f}  {seconds:5.1f} s")
-        if seed == 0:
-            seed_zero = model
 
+    if len(chains) > 1:
+        print(chains_summary(compare_chains(chains)))
+    seed_zero = chains[0]
     print(f"\n--- DPMM clusters of seed 0 ({seed_zero.n_clusters_} in its last iteration): digit make-up")
     print(make_up_table(digits, seed_zero.labels_))
     print("\n--- the least certain images (DPMM.predict_proba)")

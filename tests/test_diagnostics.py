@@ -1,4 +1,5 @@
-"""The trend test on a chain's trace, and the warnings DPMM and CDP give for a chain that has not settled."""
+"""The trend test on a chain's trace, the warnings DPMM and CDP give for a chain that has not settled, and the
+comparison of several chains (split R-hat, pooled K, agreement of partitions)."""
 
 import re
 import warnings
@@ -7,14 +8,19 @@ import numpy as np
 import pytest
 from mixtures import gaussian_mixture
 from scipy.signal import lfilter
-from sklearn.datasets import load_digits
+from scipy.stats import norm
+from sklearn.datasets import load_digits, load_iris
+from sklearn.exceptions import NotFittedError
 
 import conjoined
 from conjoined.dpmm.diagnostics import (
     MIN_TREND_SAMPLES,
+    R_HAT_MAX,
     TREND_Z_MAX,
     ChainNotSettledWarning,
     autocorrelation_time,
+    compare_chains,
+    split_r_hat,
     trend,
 )
 
@@ -162,3 +168,115 @@ def test_the_summary_names_the_sides_and_the_option_as_the_caller_asks():
                               "mixture 1 of 2: ")
     assert message.endswith("(trend z > 100, K 2 -> 5). The partitions may change with more iterations: raise "
                             "--n-iter (now 60).")
+
+
+def test_split_r_hat_of_two_short_chains_by_hand():
+    """Chains (1, 2, 3, 4) and (5, 6, 7, 8): halves (1, 2), (5, 6), (3, 4), (7, 8), ranked 1-8 among the 8
+    draws. Bulk: the normal scores z_r = Phi^-1((r - 3/8) / 8.25); tails: the distances from the median 4.5,
+    (3.5, 2.5), (0.5, 1.5), (1.5, 0.5), (2.5, 3.5), ranked with ties (0.5: 1.5, 1.5: 3.5, 2.5: 5.5, 3.5: 7.5).
+    Bulk: z = -1.434, -0.852, -0.473, -0.153 and their negatives; W = 0.1103 (the pairs' variances 0.1694,
+    0.0512, 0.0512, 0.1694), B / n = 0.9363 (the variance of the pairs' means -1.143, 0.313, -0.313, 1.143), so
+    R = sqrt((W / 2 + B / n) / W) = 2.999. Tails: z = +-1.097, +-0.308, W = 0.311, B / n = 0.658, R = 1.619."""
+    def r_hat(halves_ranks):
+        z = norm.ppf((np.array(halves_ranks) - 0.375) / 8.25)
+        within = np.mean([(b - a) ** 2 / 2 for a, b in z])  # the variance of a pair
+        between_over_n = np.var(z.mean(axis=1), ddof=1)
+        return np.sqrt((0.5 * within + between_over_n) / within)
+
+    bulk = r_hat([[1, 2], [5, 6], [3, 4], [7, 8]])
+    tails = r_hat([[7.5, 5.5], [1.5, 3.5], [3.5, 1.5], [5.5, 7.5]])
+    assert bulk == pytest.approx(2.999, abs=1e-3) and tails == pytest.approx(1.619, abs=1e-3)
+    assert split_r_hat([[1, 2, 3, 4], [5, 6, 7, 8]]) == pytest.approx(max(bulk, tails), rel=1e-12)
+
+
+def test_split_r_hat_sees_shifted_chains_trends_within_chains_and_unequal_spreads():
+    rng = np.random.default_rng(0)
+    same = rng.standard_normal((4, 1000))
+    assert split_r_hat(same) < 1.005
+    assert split_r_hat(same + [[0], [0], [0], [1]]) > 1.1  # one chain elsewhere
+    # every chain climbs the same way: their means agree, their halves do not (the split sees it)
+    climbing = np.tile(np.linspace(0, 5, 1000), (4, 1)) + same
+    assert split_r_hat(climbing) > 1.3
+    # same centre, one chain ten times as spread: the bulk barely moves, the tails do
+    assert split_r_hat(same * [[1], [1], [1], [10]]) > 1.1
+    assert split_r_hat(np.full((3, 10), 7.0)) == 1.0
+    assert split_r_hat([[3] * 10, [4] * 10]) == np.inf  # each stuck, in different places
+
+
+@pytest.mark.parametrize("traces, message", [
+    (np.zeros((1, 10)), r"shape \(n_chains >= 2, n_samples >= 4\), got \(1, 10\)"),
+    (np.zeros((2, 3)), r"got \(2, 3\)"),
+    (np.zeros(10), r"got \(10,\)"),
+    ([[0.0, 1.0, np.nan, 2.0], [0.0, 1.0, 2.0, 3.0]], "non-finite"),
+])
+def test_split_r_hat_bad_traces(traces, message):
+    with pytest.raises(ValueError, match=message):
+        split_r_hat(traces)
+
+
+def _chains(X, n_iter, seeds=range(4), **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ChainNotSettledWarning)
+        return [conjoined.DPMM(n_iter=n_iter, random_state=seed, **params).fit(X) for seed in seeds]
+
+
+def test_chains_that_agree_and_chains_too_short_to_tell():
+    """Case 3's rows, 1,000 iterations from four seeds: both R-hats within 1.01, the pooled posterior of K over
+    the 4 x 500 samples, and the same blocks in every chain. At 100 iterations the same chains cannot show it
+    (K's posterior is split between 5 and 6 row clusters and each chain has stayed at one of them for long)."""
+    X = conjoined.make_cdp_case(3, random_state=0)[0]
+    chains = _chains(X, 1000)
+    comparison = compare_chains(chains)
+    assert comparison.n_chains == 4 and comparison.n_samples == 500
+    assert comparison.r_hat_log_posterior <= R_HAT_MAX and comparison.r_hat_n_clusters <= R_HAT_MAX
+    assert comparison.agree is True
+    pooled = np.concatenate([chain.n_clusters_trace_[500:] for chain in chains])
+    assert comparison.k_posterior == {k: np.mean(pooled == k) for k in np.unique(pooled)}
+    assert sum(comparison.k_posterior.values()) == pytest.approx(1.0)
+    assert comparison.chain_k_posteriors[2] == {k: np.mean(chains[2].n_clusters_trace_[500:] == k)
+                                                for k in np.unique(chains[2].n_clusters_trace_[500:])}
+    assert comparison.best_chain == int(np.argmax([chain.log_posterior_trace_[500:].max() for chain in chains]))
+    assert np.all(np.diag(comparison.label_agreement) == 1.0) and comparison.label_agreement.min() > 0.99
+    assert np.array_equal(comparison.label_agreement, comparison.label_agreement.T)
+
+    short = compare_chains(_chains(X, 100))
+    assert short.agree is False and max(short.r_hat_log_posterior, short.r_hat_n_clusters) > 1.05
+
+
+def test_chains_in_different_modes_disagree():
+    """Iris, 300 iterations: two chains end at 3 clusters, two at 4 (the two species that overlap cut once
+    more), and stay there: K's R-hat is far above 1 and the partitions differ."""
+    comparison = compare_chains(_chains(load_iris().data, 300))
+    assert comparison.agree is False and comparison.r_hat_n_clusters > 1.3
+    assert sorted(max(k, key=k.get) for k in comparison.chain_k_posteriors) == [3, 3, 4, 4]
+    assert comparison.label_agreement.min() < 0.8
+
+
+def test_compare_chains_uses_the_shortest_chains_samples_and_skips_r_hat_without_enough():
+    X = conjoined.make_cdp_case(1, random_state=0)[0]
+    long, short = _chains(X, 60, seeds=[0]) + _chains(X, 40, seeds=[1])  # 30 and 20 samples after warm-up
+    comparison = compare_chains([long, short])
+    assert comparison.n_samples == 20
+    assert comparison.r_hat_n_clusters == split_r_hat([long.n_clusters_trace_[40:], short.n_clusters_trace_[20:]])
+    few = compare_chains(_chains(X, 6, seeds=[0, 1]))  # 3 samples a chain
+    assert few.n_samples == 3 and np.isnan(few.r_hat_log_posterior) and few.agree is None
+
+
+def test_compare_chains_bad_input():
+    X = conjoined.make_cdp_case(1, random_state=0)[0]
+    a, b = _chains(X, 20, seeds=[0, 1])
+    with pytest.raises(ValueError, match="at least two fitted DPMMs, got 1"):
+        compare_chains([a])
+    with pytest.raises(ValueError, match=r"models\[1\] is a str, not a DPMM"):
+        compare_chains([a, "b"])
+    with pytest.raises(NotFittedError):
+        compare_chains([a, conjoined.DPMM()])
+    wider = _chains(np.hstack([X, X[:, :10]]), 20, seeds=[2])[0]
+    with pytest.raises(ValueError, match=r"different shapes \(points, features\): \[\(50, 50\), \(50, 60\)\]"):
+        compare_chains([a, wider])
+    with pytest.raises(ValueError, match="differ in alpha or prior"):
+        compare_chains([a, _chains(X, 20, seeds=[2], alpha=2.0)[0]])
+    with pytest.raises(ValueError, match="differ in alpha or prior"):
+        compare_chains([a, _chains(X, 20, seeds=[2], prior=conjoined.PoissonGamma())[0]])
+    with pytest.raises(ValueError, match="no samples after its warm-up"):
+        compare_chains(_chains(X, 20, seeds=[0, 1], warmup=20))

@@ -84,10 +84,15 @@ def test_pbmc_quick(tmp_path):
 
 def test_embeddings_quick(tmp_path):
     pytest.importorskip("matplotlib")
-    out = _run_example("embeddings.py", "--out", tmp_path / "out", cwd=tmp_path)
+    out = _run_example("embeddings.py", "--out", tmp_path / "out", "--seeds", "2", cwd=tmp_path)
     assert "digits: 1797 images of 8 x 8 pixels, 10 digits; PCA to 20 dimensions" in out
-    rows = re.findall(r"^\s+0  (DPMM|BGM)\s+(\d+) .*?  (0\.\d{3})  (-?0\.\d{3})", out, re.MULTILINE)
-    assert [method for method, *_ in rows] == ["DPMM", "BGM"]
+    rows = re.findall(r"^\s+[01]  (DPMM|BGM)\s+(\d+) .*?  (0\.\d{3})  (-?0\.\d{3})", out, re.MULTILINE)
+    assert [method for method, *_ in rows] == ["DPMM", "BGM"] * 2
+    # the two chains together: 40 iterations are far too few for them to agree
+    assert re.search(r"--- the 2 DPMM chains together \(compare_chains, 20 samples each\)\nR-hat: log posterior "
+                     r"[\d.]+, K [\d.]+ \(above 1.01: the chains sit in different places, or are too short to tell\)"
+                     r"\nK over all chains: \d+ \(0\.\d\d\)(, \d+ \(0\.\d\d\))*\nARI between the chains' partitions: "
+                     r"0\.\d\d to 0\.\d\d\n", out)
     assert all(float(nmi) > 0.6 for *_, nmi, _ in rows)  # both find the digits, even on 40 iterations
     assert "--- DPMM clusters of seed 0" in out and "--- the least certain images" in out
     table = out.split("digit make-up\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]

@@ -27,6 +27,7 @@ _NAMES = {
     "NormalGamma": "dpmm",
     "NormalInverseWishart": "dpmm",
     "PoissonGamma": "dpmm",
+    "compare_chains": "dpmm",
     "jaccard_score": "metrics",
     "load_20news_w100": "datasets",
     "make_cdp_case": "datasets",

@@ -19,6 +19,10 @@ a drift, not a chain stuck in one mode: a chain that passes may still have the p
 Nor does it see a move confined to the end of the trace, or one that turns back: a chain flat for 40 samples that
 falls by 13 standard deviations over its last 10 is called unsettled in 13% of draws, one that rises over 40 and
 falls back over 10 in none.
+
+A chain stuck in one mode shows only beside other chains: ``compare_chains`` takes several fits of one model to the
+same data from different seeds and reads their traces together (rank-normalised split R-hat, Vehtari et al. 2021,
+of the log posterior and of K), pools their samples of K, and measures how far their partitions agree.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.stats import rankdata
+from scipy.stats import norm, rankdata
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import adjusted_rand_score
+from sklearn.utils.validation import check_is_fitted
 
 # |z| above which a trend is reported: 4 standard errors, where stationary traces of 50 samples or more with an
 # autocorrelation time up to 3 stay below in 99.5% of draws
@@ -39,6 +45,11 @@ LATE_Z_MIN = 1.0
 MIN_LOG_POSTERIOR_CHANGE = 1.0
 # fewer samples than this are not tested: the autocorrelation time of a shorter trace is too uncertain
 MIN_TREND_SAMPLES = 20
+# R-hat above which chains are not taken to sample one distribution (Vehtari et al. 2021); short chains of
+# correlated samples exceed it too: they cannot yet show that they agree
+R_HAT_MAX = 1.01
+# fewer samples a chain than this after warm-up get no R-hat: each half of a split chain needs a variance
+MIN_R_HAT_SAMPLES = 4
 
 
 class ChainNotSettledWarning(ConvergenceWarning):
@@ -171,3 +182,124 @@ def describe(trend_, n_clusters):
         z = "> 100" if trend_.z > 0 else "< -100"
     return (f"its log posterior {direction} by {_nats(abs(trend_.change))} nats over the {trend_.n_samples} "
             f"iterations after warm-up (trend z {z}, K {n_clusters[0]} -> {n_clusters[-1]})")
+
+
+class ChainComparison(NamedTuple):
+    """Several chains of one model on the same data (see ``compare_chains``).
+
+    n_chains : the chains compared.
+    n_samples : samples of each after its warm-up (the shortest chain's number; longer chains give their last).
+    r_hat_log_posterior, r_hat_n_clusters : rank-normalised split R-hat of the log posterior's and of K's traces
+        over those samples: about 1 when the chains sample one distribution, above when they sit in different
+        places or are too short to tell; nan with fewer than ``MIN_R_HAT_SAMPLES`` samples a chain.
+    agree : True when both R-hats are at most ``R_HAT_MAX``, False when one is above, None when not computed.
+    k_posterior : dict {K: probability}, the share of all chains' samples with K clusters.
+    chain_k_posteriors : list of such dicts, one per chain.
+    best_chain : the chain whose samples after warm-up reach the highest log posterior.
+    label_agreement : (n_chains, n_chains) adjusted Rand index between the chains' ``labels_``: 1 where two
+        chains report the same partition, about 0 for unrelated ones.
+    """
+
+    n_chains: int
+    n_samples: int
+    r_hat_log_posterior: float
+    r_hat_n_clusters: float
+    agree: bool | None
+    k_posterior: dict
+    chain_k_posteriors: list
+    best_chain: int
+    label_agreement: np.ndarray
+
+
+def split_r_hat(traces):
+    """Rank-normalised split R-hat of ``traces`` (n_chains, n_samples), Vehtari, Gelman, Simpson, Carpenter and
+    Buerkner (2021): each chain cut in halves, the pooled draws replaced by the normal scores of their ranks
+    (ties share their average rank), then the classic R-hat, ``sqrt(((n - 1) / n W + B / n) / W)``; the larger of
+    the draws' (bulk) and of their distances from the pooled median (tails). 1 when every draw is equal; inf when
+    each half-chain is constant but they differ. Needs at least ``MIN_R_HAT_SAMPLES`` samples a chain."""
+    traces = np.asarray(traces, dtype=np.float64)
+    if traces.ndim != 2 or traces.shape[0] < 2 or traces.shape[1] < MIN_R_HAT_SAMPLES:
+        raise ValueError(f"traces must have shape (n_chains >= 2, n_samples >= {MIN_R_HAT_SAMPLES}), got "
+                         f"{traces.shape}")
+    if not np.all(np.isfinite(traces)):
+        raise ValueError("traces hold non-finite values")
+    half = traces.shape[1] // 2
+    halves = np.vstack([traces[:, :half], traces[:, traces.shape[1] - half:]])
+    return max(_r_hat(_normal_scores(halves)), _r_hat(_normal_scores(np.abs(halves - np.median(halves)))))
+
+
+def _normal_scores(draws):
+    ranks = rankdata(draws, method="average").reshape(draws.shape)
+    return norm.ppf((ranks - 0.375) / (draws.size + 0.25))
+
+
+def _r_hat(chains):
+    n = chains.shape[1]
+    within = chains.var(axis=1, ddof=1).mean()
+    between = n * chains.mean(axis=1).var(ddof=1)
+    if within == 0:
+        return 1.0 if between == 0 else np.inf
+    return float(np.sqrt(((n - 1) / n * within + between / n) / within))
+
+
+def compare_chains(models):
+    """``ChainComparison`` of fitted ``DPMM`` s of one model (same prior and settings) on the same data, from
+    different seeds: each estimator is a chain.
+
+    One chain's trend test (``log_posterior_trend_``) sees a drift, not a chain that stays in one of the
+    posterior's modes; chains from different seeds that settle in different modes differ in their log
+    posterior and K (R-hat above ``R_HAT_MAX``) and in their partitions (``label_agreement``). Their pooled
+    samples of K (``k_posterior``) describe the posterior better than any one chain's. For CDP, whose mixtures
+    after the first read data that depend on the fit, compare the biclusters of fits from several seeds instead
+    (``conjoined.metrics.jaccard_score`` of one against another).
+
+    Raises a ValueError for fewer than two fitted DPMMs, for fits to different numbers of points or features, or
+    with different ``alpha`` or ``prior``.
+    """
+    from .estimator import DPMM
+
+    models = list(models)
+    if len(models) < 2:
+        raise ValueError(f"compare_chains needs at least two fitted DPMMs, got {len(models)}")
+    for index, model in enumerate(models):
+        if not isinstance(model, DPMM):
+            raise ValueError(f"models[{index}] is a {type(model).__name__}, not a DPMM")
+        check_is_fitted(model, "labels_")
+    shapes = {(model.labels_.shape[0], model.n_features_in_) for model in models}
+    if len(shapes) > 1:
+        raise ValueError("the DPMMs were fitted to data of different shapes (points, features): "
+                         f"{sorted(shapes)}; chains must share their data")
+    models_given = {(float(model.alpha), repr(model.prior)) for model in models}
+    if len(models_given) > 1:
+        raise ValueError(f"the DPMMs differ in alpha or prior: {sorted(models_given)}; chains must be fits of one "
+                         "model")
+    n_samples = min(len(model.log_posterior_trace_) - model.warmup_ for model in models)
+    if n_samples < 1:
+        raise ValueError("a DPMM has no samples after its warm-up (warmup = n_iter): no chain to compare")
+    log_posterior = np.array([model.log_posterior_trace_[-n_samples:] for model in models])
+    n_clusters = np.array([model.n_clusters_trace_[-n_samples:] for model in models])
+    r_hats = [np.nan, np.nan]
+    agree = None
+    if n_samples >= MIN_R_HAT_SAMPLES and np.all(np.isfinite(log_posterior)):
+        r_hats = [split_r_hat(log_posterior), split_r_hat(n_clusters)]
+        agree = bool(max(r_hats) <= R_HAT_MAX)
+    agreement = np.ones((len(models), len(models)))
+    for a in range(len(models)):
+        for b in range(a + 1, len(models)):
+            agreement[a, b] = agreement[b, a] = adjusted_rand_score(models[a].labels_, models[b].labels_)
+    return ChainComparison(
+        n_chains=len(models),
+        n_samples=int(n_samples),
+        r_hat_log_posterior=float(r_hats[0]),
+        r_hat_n_clusters=float(r_hats[1]),
+        agree=agree,
+        k_posterior=_k_shares(n_clusters.ravel()),
+        chain_k_posteriors=[_k_shares(chain) for chain in n_clusters],
+        best_chain=int(np.argmax(log_posterior.max(axis=1))),
+        label_agreement=agreement,
+    )
+
+
+def _k_shares(n_clusters):
+    values, counts = np.unique(n_clusters, return_counts=True)
+    return {int(k): float(c / n_clusters.shape[0]) for k, c in zip(values, counts)}
