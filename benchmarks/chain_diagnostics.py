@@ -91,7 +91,8 @@ def dpmm_fits():
 
 
 def chains_compared(chains):
-    print("\n4. section 2's chains compared: split R-hat of the log posterior and of K, ARI between their partitions")
+    print("\n4. section 2's chains compared: split R-hat of the log posterior and of K, ARI between their "
+          "partitions")
     print(f"{'data':<28} {'n_iter':>6} {'chains':>6} {'R-hat lp':>8} {'R-hat K':>8} {'ARI':>11}  agree")
     for (name, n_iter), models in chains.items():
         comparison = compare_chains(models)

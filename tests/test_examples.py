@@ -91,8 +91,8 @@ def test_embeddings_quick(tmp_path):
     # the two chains together: 40 iterations are far too few for them to agree
     assert re.search(r"--- the 2 DPMM chains together \(compare_chains, 20 samples each\)\nR-hat: log posterior "
                      r"[\d.]+, K [\d.]+ \(above 1.01: the chains sit in different places, or are too short to tell\)"
-                     r"\nK over all chains: \d+ \(0\.\d\d\)(, \d+ \(0\.\d\d\))*\nARI between the chains' partitions: "
-                     r"0\.\d\d to 0\.\d\d\n", out)
+                     r"\nK over all chains: \d+ \(0\.\d\d\)(, \d+ \(0\.\d\d\))*\n"
+                     r"ARI between the chains' partitions: 0\.\d\d to 0\.\d\d\n", out)
     assert all(float(nmi) > 0.6 for *_, nmi, _ in rows)  # both find the digits, even on 40 iterations
     assert "--- DPMM clusters of seed 0" in out and "--- the least certain images" in out
     table = out.split("digit make-up\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
