@@ -821,6 +821,19 @@ def test_simulate_sparse_formats_and_shuffle(suffix, tmp_path, capsys):
     assert status == 2 and ".csv" in err and not (tmp_path / "case2.txt").exists()
 
 
+def test_simulate_on_a_full_disk_names_both_files_and_keeps_the_old_ones(tmp_path, capsys, monkeypatch):
+    (tmp_path / "t.csv").write_text("old matrix\n")
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a write to a full disk: no file named
+
+    monkeypatch.setattr(cli, "write_json", full_disk)
+    status, _, err = _run(["simulate", "2", "-o", tmp_path / "t.csv", "--force"], capsys)
+    assert (status, err) == (2, f"conjoined: error: cannot write {tmp_path / 't.csv'} and "
+                                f"{tmp_path / 't.truth.json'}: No space left on device\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"] and (tmp_path / "t.csv").read_text() == "old matrix\n"
+
+
 def test_simulate_checks_both_names_before_replacing_either(tmp_path, capsys):
     (tmp_path / "t.csv").write_text("old matrix\n")
     (tmp_path / "t.truth.json").mkdir()

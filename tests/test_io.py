@@ -868,8 +868,17 @@ def test_atomic_output_file_errors_name_the_file_not_its_temporary_name(tmp_path
         raise PermissionError(errno.EACCES, "Permission denied", str(temporary))
     assert str(caught.value) == f"[Errno 13] Permission denied: '{tmp_path / 'p.csv'}'"
     assert caught.value.errno == errno.EACCES and list(tmp_path.iterdir()) == []
-    with pytest.raises(OSError, match="No space left on device$"), atomic_output_file(tmp_path / "p.csv"):
-        raise OSError(errno.ENOSPC, "No space left on device")  # naming no file: as it was
+    # a write to a full disk names no file: said of the files being written
+    with pytest.raises(OSError) as caught, atomic_output_file(tmp_path / "p.csv"):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert str(caught.value) == f"cannot write {tmp_path / 'p.csv'}: No space left on device"
+    assert caught.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
+    pair = [tmp_path / "m.csv", tmp_path / "m.json"]
+    with pytest.raises(OSError, match=f"^cannot write {pair[0]} and {pair[1]}: No space left on device$"), \
+            atomic_output_files(pair):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    with pytest.raises(OSError, match="^no errno$"), atomic_output_file(tmp_path / "p.csv"):
+        raise OSError("no errno")  # not a system call's error: as it was
 
 
 def test_atomic_output_file_writes_through_a_symlink_and_refuses_what_is_not_a_file(tmp_path):

@@ -882,7 +882,8 @@ def atomic_output_files(paths):
 
     A temporary name keeps the extension of its path. A path that is a symlink is written through: the file it
     leads to is replaced, and the link kept. If the block raises, the temporary files are removed and the
-    exception propagates; existing files are left untouched.
+    exception propagates (an OSError about a temporary file, or about none, as a write to a full disk, said of
+    ``paths``); existing files are left untouched.
 
     Raises
     ------
@@ -902,7 +903,12 @@ def atomic_output_files(paths):
         with _signals_deferred():
             _replace_together(temporaries, targets)
     except OSError as exc:
-        # said of the file the user named, not of its hidden temporary name (a read-only folder, a full disk)
+        # said of the file the user named, not of its hidden temporary name (a read-only folder); a write to a full
+        # disk names no file: said of the files being written
+        if exc.filename is None and exc.errno is not None:
+            named = type(exc)(f"cannot write {' and '.join(map(os.fspath, paths))}: {exc.strerror}")
+            named.errno = exc.errno
+            raise named from exc
         named = dict(zip(map(os.fspath, temporaries), paths))
         target = None if exc.filename is None else named.get(os.fsdecode(exc.filename))
         if target is None:
