@@ -1,6 +1,7 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.special import xlogy
 from scipy.stats import nbinom
 from sklearn.metrics import adjusted_rand_score
@@ -11,6 +12,7 @@ from conjoined.extract import extract_biclusters
 from conjoined.reassign import reassign_tokens
 from conjoined.refine import (
     POOLING_SHAPES,
+    SPLIT_DRAWS,
     _block_profiles,
     _classification_score,
     _cluster_sizes,
@@ -24,6 +26,9 @@ from conjoined.refine import (
     _profile_sums,
     _ProfileSums,
     _sequential_merge_margin,
+    _split_seeds,
+    _two_groups_gain,
+    _two_groups_p_value,
     refine_partition,
 )
 
@@ -97,6 +102,82 @@ def test_refine_partition_pools_the_heavy_blocks_densities():
     refined_rows, refined_cols = refine_partition(X, rows, cols)
     np.testing.assert_array_equal(refined_rows, rows)
     np.testing.assert_array_equal(refined_cols, cols)
+
+
+def _small_block_in_the_background():
+    """Case 2's layout without noise: a small block rows 0-3 x cols 0-3 and a large one rows 4-11 x cols 4-19 at
+    14 per cell, background 8; the row partition merges the small block's rows into the background (cluster
+    0), as the row mixture does in a few percent of case 2's draws."""
+    X = np.full((20, 20), 8)
+    X[:4, :4] = 14
+    X[4:12, 4:] = 14
+    rows = np.array([0] * 4 + [1] * 8 + [0] * 8)
+    cols = np.array([0] * 4 + [1] * 16)
+    return X, rows, cols
+
+
+def test_refine_partition_sets_apart_a_small_block_merged_into_the_background():
+    # Cluster 0's block on columns 0-3 (48 cells) holds 4 x 56 + 8 x 32 = 480 counts against 384 at the
+    # background of 8 (the light blocks' density): z = 4.9, heavy, lift 1.25. A row carries it when its count
+    # there is likelier at 1.25 times the background than at it: c log 1.25 > 32 x 0.25, c > 35.9: the four
+    # rows at 56 do, the eight at 32 do not (a third of the cluster). Set apart, they are the small block.
+    X, rows, cols = _small_block_in_the_background()
+    seeds = list(_split_seeds(sp.csr_matrix(X, dtype=np.float64), rows, cols, 3.0, 2, ("poisson", "poisson")))
+    assert len(seeds) == 1
+    np.testing.assert_array_equal(seeds[0][1], [2] * 4 + [1] * 8 + [0] * 8)
+    assert seeds[0][0] == 0
+    refined_rows, refined_cols = refine_partition(X, rows, cols)
+    np.testing.assert_array_equal(refined_rows, [2] * 4 + [1] * 8 + [0] * 8)
+    np.testing.assert_array_equal(refined_cols, cols)
+    counts = reassign_tokens(X, refined_rows, refined_cols, 3, 2, a_r=0.5, a_c=0.5, lam=0.5, n_sweeps=0)
+    found = extract_biclusters(X, counts, row_labels=refined_rows, column_labels=refined_cols)
+    assert sorted(map(tuple, found.pairs.tolist())) == [(1, 1), (2, 0)]
+    assert sorted(map(int, found.rows.sum(axis=1))) == [4, 8]
+
+
+def test_splits_only_where_the_counts_are_poisson_around_one_background():
+    X, rows, cols = _small_block_in_the_background()
+    # a side read by profile: items of any depth, whose counts do not compare
+    assert not list(_split_seeds(sp.csr_matrix(X, dtype=np.float64), rows, cols, 3.0, 2,
+                                 ("multinomial", "poisson")))
+    np.testing.assert_array_equal(refine_partition(X, rows, cols, row_likelihood="multinomial")[0], rows)
+    # background rows three times deeper: the significance rule gives the clusters levels, and a cluster's
+    # members then differ beyond one density's Poisson noise
+    X[12:] = 24
+    assert not list(_split_seeds(sp.csr_matrix(X, dtype=np.float64), rows, cols, 3.0, 2, ("poisson", "poisson")))
+    np.testing.assert_array_equal(refine_partition(X, rows, cols)[0], rows)
+
+
+def test_one_populations_upper_tail_is_not_split():
+    # Rows 0-23 all at 1.2 times the background on columns 0-3 (Poisson, seed 4): the five at 49-54 carry the
+    # block and fit a heavy block of their own by the classification likelihood, but 24 draws of one Poisson
+    # mean have such a tail (p = 0.017 for the best split), so no split is offered.
+    rng = np.random.default_rng(4)
+    rate = np.full((32, 20), 8.0)
+    rate[:24, :4] *= 1.2
+    rate[24:, 4:] = 14
+    X = sp.csr_matrix(rng.poisson(rate), dtype=np.float64)
+    rows, cols = np.repeat([0, 1], [24, 8]), np.repeat([0, 1], [4, 16])
+    counts = np.asarray(X[:24, :4].sum(axis=1)).ravel()
+    assert sorted(counts)[-5:] == [49, 50, 52, 54, 54]
+    assert _two_groups_p_value(counts, 2) == pytest.approx(0.017)
+    assert not list(_split_seeds(X, rows, cols, 3.0, 2, ("poisson", "poisson")))
+    for refined, given in zip(refine_partition(X, rows, cols), (rows, cols)):
+        np.testing.assert_array_equal(refined, given)
+
+
+def test_two_groups_gain_by_hand_and_its_p_value_calibrated():
+    # counts (10, 0, 0), min_size 1: the top one apart gains 10 log 10 - 10 log(10 / 3) for the counts and
+    # log(1 / 3) + 2 log(2 / 3) for the labels; the top two apart less (10 log 1.5 for the counts)
+    assert _two_groups_gain(np.array([[10.0, 0.0, 0.0]]), 1)[0] == pytest.approx(
+        10 * np.log(3) + np.log(1 / 3) + 2 * np.log(2 / 3))
+    assert _two_groups_gain(np.array([[10.0, 0.0, 0.0]]), 3)[0] == -np.inf  # no size allowed
+    # one Poisson population: p-values uniform; two (four rows at 56, eight at 32): the smallest p-value
+    p_values = np.array([_two_groups_p_value(np.random.default_rng(seed).poisson(36.0, 12).astype(np.float64), 2)
+                         for seed in range(300)])
+    assert 0.03 < np.mean(p_values < 0.05) < 0.08
+    assert np.mean(p_values < 0.5) == pytest.approx(0.5, abs=0.08)
+    assert _two_groups_p_value(np.array([56.0] * 4 + [32.0] * 8), 2) == 1 / (1 + SPLIT_DRAWS)
 
 
 def _set_apart(excess):

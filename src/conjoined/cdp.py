@@ -435,7 +435,11 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         ``conjoined.refine.refine_partition``). The DP mixtures' posterior summary tends to leave borderline
         rows of a small block out; this decides them by their likelihood under the blocks' densities. A
         mixture can also set apart a few background rows whose counts are high by chance: their block passes
-        the significance test, but not the cost of their labels, and they rejoin the background. It does
+        the significance test, but not the cost of their labels, and they rejoin the background. A mixture
+        can also merge a small block's rows into the background cluster: where the counts are Poisson around
+        one background density (as in the paper's simulations) and only some of a cluster's members carry
+        its heavy block, beyond what one population's counts would show, they are set apart and kept if the
+        merges do not undo it (steps 1-4 of ``refine_partition``). It does
         not change ``row_labels_`` and ``column_labels_`` (the mixtures' partitions); the refined partitions
         are ``block_row_labels_`` and ``block_column_labels_``. A side with ``*_likelihood="multinomial"`` is
         read by profile, whatever its items' depths (genes, cells, documents); with "poisson", items of a
