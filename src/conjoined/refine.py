@@ -804,8 +804,9 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        undo a split that the classification likelihood does not support), and step 4 runs again, up to
        ``SPLIT_PASSES`` splits. Only on sides read with the Poisson likelihood, and only while the
        significance rule finds the counts Poisson around one background density (:func:`_split_seeds`): on
-       case 2 of the paper's simulations (fresh draws), where the row mixture merges the 4 x 4 block into the
-       background in about 4% of draws, the mean Jaccard rises by about 0.01 (docs/results.md).
+       case 2 of the paper's simulations, whose row mixture merges the 4 x 4 block into the background in 5% of
+       fresh draws, the small block is lost in half as many and the mean Jaccard rises by 0.006-0.010
+       (docs/results.md).
 
     Labels -1 (items set aside) stay -1; cluster indices are kept (a merged cluster takes the lower of the two,
     a split's new cluster the next free index), so a cluster may end up empty.
