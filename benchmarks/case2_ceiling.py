@@ -29,7 +29,7 @@ Jaccard beside the oracle's on the same draws, and in how many draws no bicluste
 Jaccard below 0.5 with every bicluster found: lost, or merged with background rows).
 
     python benchmarks/case2_ceiling.py [--replicates 200] [--seed 5000] [--compare JACCARD_REPLICATES_CSV]
-    python benchmarks/case2_ceiling.py --fit 1000 --seed 7000 --jobs 2    # about 2 minutes on 2 cores
+    python benchmarks/case2_ceiling.py --fit 1000 --seed 7000 --jobs 2    # about 3 minutes on 2 cores
 """
 
 from __future__ import annotations

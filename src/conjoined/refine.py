@@ -45,10 +45,11 @@ MERGE_PASSES = 5
 # A heavy block carried by at most this share of its cluster's members (those whose counts there favour it) is
 # offered a split: those members as a new cluster. A block that most of its members carry is the cluster's own.
 SPLIT_SHARE = 2 / 3
-# Most splits kept.
-SPLIT_PASSES = 5
-# Draws of the null distribution of a split's test (:func:`_two_groups_p_value`).
-SPLIT_DRAWS = 999
+# Most splits kept (each kept split runs the EM and the merges again).
+SPLIT_PASSES = 20
+# A split's test (:func:`_two_groups_p_value`) at level a draws SPLIT_RESOLUTION / a - 1 samples of the null: its
+# p-values come in steps of a tenth of the level.
+SPLIT_RESOLUTION = 10
 
 
 def _pooling(sums, cells, heavy):
@@ -652,18 +653,20 @@ def _settled(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
 
 
 def _split_seeds(X, rows, columns, z_min, min_size, likelihoods):
-    """Partitions that each set apart, as a new cluster (the next index), the members of one cluster that carry
-    one of its heavy blocks: ``(axis, labels)`` of the side split (rows: 0, columns: 1), strongest block first.
+    """Partitions that each set apart, as a new cluster (the index after the largest), the members of one
+    cluster that carry one of its heavy blocks: ``(axis, labels)`` of the side split (rows: 0, columns: 1),
+    the rows' first, each side's strongest block first.
 
     A member carries block (k, l) when its count over cluster l is likelier at the background raised by the
     block's lift than at the background (the Poisson log-likelihood ratio ``c log(lift) - E (lift - 1) > 0``,
-    E its background mean there). A block is offered when at least ``min_size`` and at most ``SPLIT_SHARE`` of
-    its cluster's members carry it, and their counts over l are not one Poisson population at the
-    ``FAMILY_ERROR`` level (:func:`_two_groups_p_value`). Only on sides read with the Poisson likelihood (items
-    of one depth, whose counts compare), and only while the significance rule finds the background one density
-    and the counts Poisson (:func:`background._heavy_of_partition` with ``levels=True``): real counts,
-    over-dispersed and of many levels, vary within every cluster (a split of this kind doubled the word and cell
-    clusters of 20 Newsgroups and pbmc68k_reduced). Yields nothing for a side without a labelled item."""
+    E its background mean there). A block is a candidate when at least ``min_size`` and at most
+    ``SPLIT_SHARE`` of its cluster's members carry it, and it is offered when its members' counts over l are
+    not one Poisson population (:func:`_two_groups_p_value`) at the ``FAMILY_ERROR`` family-wise level over the
+    candidates (Bonferroni). Only on sides read with the Poisson likelihood (items of one depth, whose
+    counts compare), and only while the significance rule finds the background one density and the counts
+    Poisson (:func:`background._heavy_of_partition` with ``levels=True``): real counts, over-dispersed and of
+    many levels, vary within every cluster (a split of this kind doubled the word and cell clusters of 20
+    Newsgroups and pbmc68k_reduced). Yields nothing if either side has no labelled item."""
     poisson_sides = [axis for axis, likelihood in enumerate(likelihoods) if likelihood == "poisson"]
     if not poisson_sides or rows.max() < 0 or columns.max() < 0:
         return
@@ -672,6 +675,7 @@ def _split_seeds(X, rows, columns, z_min, min_size, likelihoods):
     if _has_levels(background) or np.any(dispersion != 1.0):
         return
     density = float(background.flat[0])
+    candidates = []  # (axis, own labels, members, their counts over l, carrying)
     for axis in poisson_sides:
         own, other_sets, matrix = (rows, column_sets, X) if axis == 0 else (columns, row_sets, X.T.tocsr())
         heavy_side, z_side, observed_side = (np.moveaxis(values, axis, 0) for values in (heavy, z, observed))
@@ -683,11 +687,14 @@ def _split_seeds(X, rows, columns, z_min, min_size, likelihoods):
             if lift <= 1:
                 continue
             carrying = counts * np.log(lift) - expected * (lift - 1) > 0
-            if (min_size <= carrying.sum() <= SPLIT_SHARE * members.size
-                    and _two_groups_p_value(counts, min_size) < FAMILY_ERROR):
-                seeded = own.copy()
-                seeded[members[carrying]] = own.max() + 1
-                yield axis, seeded
+            if min_size <= carrying.sum() <= SPLIT_SHARE * members.size:
+                candidates.append((axis, own, members, counts, carrying))
+    level = FAMILY_ERROR / max(len(candidates), 1)
+    for axis, own, members, counts, carrying in candidates:
+        if _two_groups_p_value(counts, min_size, level) <= level:
+            seeded = own.copy()
+            seeded[members[carrying]] = own.max() + 1
+            yield axis, seeded
 
 
 def _two_groups_gain(counts, min_size):
@@ -710,24 +717,29 @@ def _two_groups_gain(counts, min_size):
     return gain.max(axis=1)
 
 
-def _two_groups_p_value(counts, min_size):
+def _two_groups_p_value(counts, min_size, level):
     """Monte Carlo p-value of ``counts`` (n,), one cluster's members' counts over a cluster of the other side,
-    against one Poisson population: ``(1 + d) / (1 + SPLIT_DRAWS)``, d the draws of the null whose best split
-    (:func:`_two_groups_gain`) gains at least as much. Given their total, the counts of one population are
-    multinomial with equal shares: a null free of the unknown mean. The test is of the best split, chosen after
-    seeing the counts, which a classification likelihood alone does not charge for: one population's upper
-    tail, set apart, fits better. The draws come from a fixed seed (the same p-value on every run), a bounded
-    number of values at a time."""
+    against one Poisson population, for a test at ``level``: ``(1 + d) / (1 + D)``, d of D draws of the null
+    (``D = SPLIT_RESOLUTION / level - 1``) whose best split (:func:`_two_groups_gain`) gains at least as much.
+    Given their total, the counts of one population are multinomial with equal shares: a null free of the
+    unknown mean. The test is of the best split, chosen after seeing the counts, which a classification
+    likelihood alone does not charge for: one population's upper tail, set apart, fits better. The draws come
+    from a fixed seed (the same p-value on every run), a bounded number of values at a time, and stop once the
+    p-value is above ``level`` (what is returned is then above ``level``, not the p-value: a large cluster of
+    one population costs a few draws, not all of them)."""
     observed = _two_groups_gain(counts[None, :], min_size)[0]
+    n_draws = int(np.ceil(SPLIT_RESOLUTION / level)) - 1
     rng = np.random.default_rng(0)
     shares = np.full(counts.size, 1.0 / counts.size)
     total = int(round(counts.sum()))
     per_chunk = max(1, MERGE_CHUNK_VALUES // counts.size)
     at_least = 0
-    for done in range(0, SPLIT_DRAWS, per_chunk):
-        draws = rng.multinomial(total, shares, size=min(per_chunk, SPLIT_DRAWS - done)).astype(np.float64)
+    for done in range(0, n_draws, per_chunk):
+        draws = rng.multinomial(total, shares, size=min(per_chunk, n_draws - done)).astype(np.float64)
         at_least += int(np.sum(_two_groups_gain(draws, min_size) >= observed - 1e-9 * abs(observed)))
-    return (1 + at_least) / (1 + SPLIT_DRAWS)
+        if (1 + at_least) / (1 + n_draws) > level:
+            break
+    return (1 + at_least) / (1 + n_draws)
 
 
 def _n_clusters(labels):
@@ -799,17 +811,19 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
     4. A mixture can also merge a small block's rows into the background cluster: the cluster's block on the
        small block's columns is then heavy, but only the few rows that carry it stand above the background
        there, and the bicluster takes every row of the cluster. Where at most ``SPLIT_SHARE`` of a cluster's
-       members carry one of its heavy blocks, those members are set apart as a new cluster and steps 1 to 3 run
-       from there; the split is kept if the clusters they leave outnumber those before (the merges of step 2
-       undo a split that the classification likelihood does not support), and step 4 runs again, up to
-       ``SPLIT_PASSES`` splits. Only on sides read with the Poisson likelihood, and only while the
-       significance rule finds the counts Poisson around one background density (:func:`_split_seeds`): on
-       case 2 of the paper's simulations, whose row mixture merges the 4 x 4 block into the background in 5% of
-       fresh draws, the small block is lost in half as many and the mean Jaccard rises by 0.006-0.010
-       (docs/results.md).
+       members carry one of its heavy blocks, and their counts there are not one Poisson population (a test of
+       their best split in two, which the classification likelihood alone would favour after seeing the
+       counts), those members are set apart as a new cluster and steps 1 to 3 run from there; the split is kept
+       if the clusters they leave outnumber those before (the merges of step 2 undo a split that the
+       classification likelihood does not support), and step 4 runs again, up to ``SPLIT_PASSES`` splits
+       (:func:`_split_seeds`). Only on sides read with the Poisson likelihood, and only while the significance
+       rule finds the counts Poisson around one background density. A split sets apart members of one side:
+       blocks whose rows and columns a mixture both merged stay merged. On case 2 of the paper's simulations,
+       whose row mixture merges the 4 x 4 block into the background in 5% of fresh draws, the small block is
+       lost in half as many and the mean Jaccard rises by 0.006-0.010 (docs/results.md).
 
     Labels -1 (items set aside) stay -1; cluster indices are kept (a merged cluster takes the lower of the two,
-    a split's new cluster the next free index), so a cluster may end up empty.
+    a split's new cluster the index after the largest), so a cluster may end up empty.
 
     Parameters
     ----------
