@@ -743,6 +743,7 @@ def _two_groups_p_value(counts, min_size, level):
 
 
 def _n_clusters(labels):
+    """The number of distinct clusters among ``labels`` (-1: set aside, no cluster)."""
     return np.unique(labels[labels >= 0]).size
 
 
