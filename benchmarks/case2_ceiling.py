@@ -47,7 +47,7 @@ from conjoined.cdp import ConjoinedDirichletProcess
 from conjoined.datasets import CDP_CASES, make_cdp_case
 from conjoined.dpmm.priors import SufficientStats
 from conjoined.dpmm.sampler import log_posterior
-from conjoined.metrics import jaccard_score
+from conjoined.metrics import _cell_jaccard, jaccard_score
 
 CASE = 2
 ROW_PRIOR = np.array([4, 8, 8]) / 20  # small block, large block, background
@@ -126,12 +126,6 @@ def compare(path):
               f"more probable), above it in {(scores > oracle).sum()}")
 
 
-def block_jaccard(rows, columns, block_rows, block_columns):
-    """Cell Jaccard of the biclusters (rows (b, n_rows), columns (b, n_cols) bool) with one block: (b,)."""
-    common = (rows & block_rows).sum(axis=1) * (columns & block_columns).sum(axis=1)
-    return common / (rows.sum(axis=1) * columns.sum(axis=1) + block_rows.sum() * block_columns.sum() - common)
-
-
 def fit_draw(seed):
     """(CDP's Jaccard, the oracle's, whether a bicluster is the small block) on the shuffled draw of ``seed``."""
     X, rows, columns = make_cdp_case(CASE, random_state=seed, shuffle=True)
@@ -139,7 +133,7 @@ def fit_draw(seed):
         warnings.simplefilter("ignore")
         model = ConjoinedDirichletProcess(random_state=seed).fit(X)
     found = (model.rows_, model.columns_)
-    small_found = bool((block_jaccard(*found, rows[0], columns[0]) >= 0.5).any())
+    small_found = bool((_cell_jaccard(found, (rows[:1], columns[:1])) >= 0.5).any())
     return (jaccard_score(found, (rows, columns)), jaccard_score(oracle_biclusters(X, rows, columns),
                                                                  (rows, columns)), small_found)
 

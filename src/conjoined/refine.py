@@ -29,6 +29,7 @@ from .background import (
     check_thresholds,
 )
 from .dpmm.sampler import MERGE_CHUNK_VALUES
+from .extract import _favouring
 
 __all__ = ["REFINE_LIKELIHOODS", "refine_partition"]
 
@@ -658,8 +659,8 @@ def _split_seeds(X, rows, columns, z_min, min_size, likelihoods):
     the rows' first, each side's strongest block first.
 
     A member carries block (k, l) when its count over cluster l is likelier at the background raised by the
-    block's lift than at the background (the Poisson log-likelihood ratio ``c log(lift) - E (lift - 1) > 0``,
-    E its background mean there). A block is a candidate when at least ``min_size`` and at most
+    block's lift than at the background, E its background mean there (Poisson: the significance rule's
+    :func:`extract._favouring`). A block is a candidate when at least ``min_size`` and at most
     ``SPLIT_SHARE`` of its cluster's members carry it, and it is offered when its members' counts over l are
     not one Poisson population (:func:`_two_groups_p_value`) at the ``FAMILY_ERROR`` family-wise level over the
     candidates (Bonferroni). Only on sides read with the Poisson likelihood (items of one depth, whose
@@ -686,7 +687,7 @@ def _split_seeds(X, rows, columns, z_min, min_size, likelihoods):
             lift = observed_side[k, l] / (expected * members.size)
             if lift <= 1:
                 continue
-            carrying = counts * np.log(lift) - expected * (lift - 1) > 0
+            carrying = _favouring(counts, expected, lift, np.inf)
             if min_size <= carrying.sum() <= SPLIT_SHARE * members.size:
                 candidates.append((axis, own, members, counts, carrying))
     level = FAMILY_ERROR / max(len(candidates), 1)
