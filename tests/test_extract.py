@@ -11,6 +11,7 @@ from conjoined.background import _heavy_against, _heavy_of_partition
 from conjoined.datasets import load_20news_w100, make_marques_like
 from conjoined.extract import (
     Biclusters,
+    _heavy_without_any_one,
     _joined_blocks,
     _one_lift_pearson,
     _signed_root_deviance,
@@ -151,6 +152,64 @@ def test_significance_rule_keeps_identical_biclusters_once():
     found = extract_biclusters(X, counts, row_labels=rows, column_labels=cols)
     assert found.pairs.shape == (1, 2)
     np.testing.assert_array_equal(found.rows[0], np.arange(8) < 4)
+
+
+def _beside_layout(small_block):
+    """20 x 20 at 8 per cell, rows 3-10 x columns 4-19 at 14 (a large block), with ``small_block``: rows 0-2 x
+    columns 0-3 at 14; rows 11-19 hold 37 counts in columns 0-3 (cells 9, 9, 9, 10), except row 11 with 52 (13
+    each). Row clusters: rows 0-2, rows 3-10, rows 11-19; column clusters: columns 0-3, columns 4-19."""
+    X = np.full((20, 20), 8)
+    if small_block:
+        X[:3, :4] = 14
+    X[3:11, 4:] = 14
+    X[11:, :4] = [9, 9, 9, 10]
+    X[11, :4] = 13
+    return X, np.repeat([0, 1, 2], [3, 8, 9]), np.repeat([0, 1], [4, 16])
+
+
+def _found_pairs(X, rows, columns, **kwargs):
+    n_rows, n_columns = rows.max() + 1, columns.max() + 1
+    counts = _counts_at_labels(X, rows, columns, n_rows, n_columns)
+    return extract_biclusters(X, counts, row_labels=rows, column_labels=columns, **kwargs)
+
+
+def test_a_block_beside_a_denser_bicluster_that_rests_on_one_row_is_no_bicluster():
+    # Rows 11-19's block on columns 0-3: 8 x 37 + 52 = 348 counts against 9 x 4 x 8 = 288 at the background
+    # (the light blocks' 8): z = 60 / sqrt(288) = 3.54, heavy, and every row and column favours its lift 1.21.
+    # Without row 11: 296 against 256, z = 2.5. The small block beside it on columns 0-3 stands at lift 1.75;
+    # the two are not one lift (Pearson's statistic 11.79 + 3.93 = 15.72 on 1 df, p 7e-5, beyond z_min's 0.0027).
+    X, rows, columns = _beside_layout(small_block=True)
+    row_sets, column_sets, heavy, *_ = _heavy_of_partition(X, rows, columns, None, 2, levels=True)
+    assert heavy[2, 0]  # heavy, and standing by the rows and columns that favour it: only the new test drops it
+    found = _found_pairs(X, rows, columns)
+    assert found.pairs.tolist() == [[1, 1], [0, 0]]
+    np.testing.assert_array_equal(found.rows[1], np.arange(20) < 3)
+    np.testing.assert_array_equal(found.columns[1], np.arange(20) < 4)
+    # the same on the other side: the transposed matrix's block is dropped by its columns
+    transposed = _found_pairs(X.T, columns, rows)
+    assert transposed.pairs.tolist() == [[1, 1], [0, 0]]
+    np.testing.assert_array_equal(transposed.columns[1], np.arange(20) < 3)
+
+
+def test_heavy_without_any_one_by_hand():
+    counts = np.array([52.0] + [37.0] * 8)
+    expected = np.full(9, 32.0)
+    # the least z without one member is row 11's: (296 - 256) / 16 = 2.5 (without a row of 37: 55 / 16.97 = 3.24)
+    assert not _heavy_without_any_one(counts, expected, 1.0, 3.0)
+    assert _heavy_without_any_one(counts, expected, 1.0, 2.4)
+    assert not _heavy_without_any_one(counts, expected, 1.1, 2.4)  # 40 / sqrt(1.1 x 256) = 2.38
+    assert not _heavy_without_any_one(counts, expected, 1.0, 6.4)  # excess 40 < 6.4^2, though z would pass at 2.5
+    assert _heavy_without_any_one(counts[:1], expected[:1], 1.0, 3.0)  # one member: nothing to leave out
+
+
+def test_a_block_that_rests_on_one_row_with_no_denser_bicluster_beside_it_stays():
+    # Without the small block, the same block resting on row 11 has nothing denser beside it: it stays a
+    # bicluster (where a mixture merged a small block's rows into a larger cluster, a block that rests on those
+    # few rows is all that is left of it).
+    X, rows, columns = _beside_layout(small_block=False)
+    found = _found_pairs(X, rows, columns)
+    assert found.pairs.tolist() == [[1, 1], [2, 0]]
+    np.testing.assert_array_equal(found.rows[1], np.arange(20) >= 11)
 
 
 def test_joined_blocks_join_the_most_alike_first_while_they_share_one_lift():

@@ -22,9 +22,20 @@ the significance rule from several pairs of one lift joined (``row_clusters``, `
     ``rho`` than at ``rho0_kl`` (log-likelihood ratio ``O_i log(rho / rho0_kl) - |cols| (rho - rho0_kl) > 0``;
     with depths, at its own background raised by the block's lift over its members' backgrounds); columns
     likewise. A heavy block most of whose own rows or columns do not favour it was made heavy by a few
-    stray members and is dropped; otherwise its bicluster holds its own rows and columns plus the outsiders
-    that belong to it too: an outsider in cluster k' favours the block at its own background ``rho0_k'l``
-    raised by the block's lift ``rho / rho0_kl``, and its count over the block's other side stands above its
+    stray members and is dropped. So is a block beside a denser bicluster on its columns (another row
+    cluster's standing block on the same column cluster, at a lift that is not one with its own: the Pearson
+    test of the joins below) that is not heavy without one of its rows, and likewise for columns beside a
+    denser bicluster on its rows (blocks judged from the highest lift down, each against the denser ones still
+    standing; a side of one member is not tested). Such a block is most often the rest of a cluster made heavy
+    by one member of the denser block that the partition left out, and reported as a bicluster of its own it
+    covers the denser block's columns a second time (case 2's background rows over the small block's columns,
+    with one of the small block's rows among them). The test also drops a block beside a denser one that is
+    heavy by so little that no row can be spared (z below about ``z_min / sqrt(1 - 1/n)`` with n like rows):
+    beside a denser bicluster a block needs that much more evidence. Where nothing denser is beside it, a block
+    that rests on a few rows is kept: it can be all that is left of a small block whose rows a mixture merged
+    into a larger cluster. Otherwise its bicluster holds its own rows and columns plus the outsiders that belong to it too: an
+    outsider in cluster k' favours the block at its own background ``rho0_k'l`` raised by the block's lift
+    ``rho / rho0_kl``, and its count over the block's other side stands above its
     background by a likelihood-ratio z-score (signed root of the Poisson deviance) of ``z_min``, raised to the
     one-sided 1% family-wise level over the outsiders tested (at 3 alone, one of 30 outsiders would join by
     chance in about 4% of matrices). That is how a row that belongs to two blocks, labelled with one of them,
@@ -255,6 +266,56 @@ def _stands(X, rows, columns, rho0, depths, shapes):
                for lift, (counts, n_other, members), depth, shape in zip(lifts, sides, depths, shapes))
 
 
+def _heavy_without_any_one(counts, expected, dispersion, z_min):
+    """Whether a heavy block stays heavy (``z >= z_min`` and an excess of at least ``z_min ** 2`` counts, as
+    :func:`background._heavy_against`) without any one of its members on one side: ``counts`` (m,), each
+    member's count over the block's other side, ``expected`` (m,) its expected count at the background (summing
+    to the heavy test's expected total), ``dispersion`` the block total's variance over the Poisson variance.
+    A side of one member is not tested (nothing would be left: ``min_size`` 1 let such blocks in)."""
+    if counts.size < 2:
+        return True
+    rest_expected = expected.sum() - expected
+    excess = counts.sum() - counts - rest_expected
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = excess / np.sqrt(dispersion * rest_expected)
+    return bool(((rest_expected > 0) & (z >= z_min) & (excess >= z_min ** 2)).all())
+
+
+def _without_strays(standing, observed, expected, dispersion, item_counts, item_depths, labels, z_min):
+    """``standing`` (K_r, K_c) without the blocks beside a denser bicluster that rest on one item (module
+    docstring): a block with a standing block of higher lift on its column cluster (its row cluster), not one lift
+    with its own (Pearson's statistic of the two beyond the two-sided level of ``z_min``, as
+    :func:`_joined_blocks` tests it), must stay heavy without any one of its rows (its columns)
+    (:func:`_heavy_without_any_one`). Blocks are judged from the highest lift down, each against the denser
+    blocks still standing.
+
+    ``observed``, ``expected``, ``dispersion`` (K_r, K_c): the blocks' totals, expected totals at the background
+    and dispersions; ``item_counts``: ``(rows' counts over each column cluster (n_rows, K_c), columns' over each
+    row cluster (n_cols, K_r))``; ``item_depths``: their depths, likewise; ``labels``: ``(row labels, column
+    labels)``, -1 in no block."""
+    level = 2 * norm.sf(z_min)
+    terms = _one_lift_terms(observed, expected, dispersion)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lift = observed / expected
+    kept = standing.copy()
+    for k, l in sorted(np.argwhere(standing).tolist(), key=lambda kl: -lift[kl[0], kl[1]]):
+        # side 0: the rows, against the blocks on column cluster l; side 1: the columns, on row cluster k
+        for line, own_cluster, other_cluster, counts, depths, own_labels in (
+                ((slice(None), l), k, l, item_counts[0], item_depths[0], labels[0]),
+                ((k, slice(None)), l, k, item_counts[1], item_depths[1], labels[1])):
+            statistic = _one_lift_pearson(terms[k, l] + terms[line][kept[line]])[0]
+            denser = (lift[line][kept[line]] > lift[k, l]) & (chdtrc(1, statistic) <= level)
+            if not denser.any():
+                continue
+            members = own_labels == own_cluster
+            depth = depths[members, other_cluster]
+            if not _heavy_without_any_one(counts[members, other_cluster], expected[k, l] * depth / depth.sum(),
+                                          dispersion[k, l], z_min):
+                kept[k, l] = False
+                break
+    return kept
+
+
 def _bicluster_members(X, rows, columns, rho0, z_min, outsiders, depths):
     """The bicluster of a heavy block that stands (:func:`_stands`): its rows and columns, plus outsiders that
     belong to it too.
@@ -309,6 +370,11 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
         standing[k, l] = _stands(X, row_sets[k], column_sets[l], background[k, l],
                                  (row_depths[0][:, l], column_depths[0][:, k]),
                                  (row_depths[1][:, l], column_depths[1][:, k]))
+    expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
+    standing = _without_strays(
+        standing, observed, expected, dispersion,
+        (np.asarray(X @ column_sets.T.astype(np.float64)), np.asarray(X.T @ row_sets.T.astype(np.float64))),
+        (row_depths[0], column_depths[0]), (row_labels, column_labels), z_min)
     # With levels, an item whose own block on l is a bicluster is in it already; tested against every other
     # block on l as well, it made near-copies of them on real data. The uniform background keeps testing it:
     # there it is what reunites one block cut into two clusters (measured on the simulation cases).
@@ -322,7 +388,6 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
             X, row_sets[k], column_sets[l], background[k, l], z_min,
             ((row_outsiders[0][l], row_outsiders[1][l]), (column_outsiders[0][k], column_outsiders[1][k])),
             (row_depths[0][:, l], column_depths[0][:, k]))
-    expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
     found = []
     for row_clusters, column_clusters in _joined_blocks(observed, expected, dispersion, standing, z_min):
         blocks = [(k, l) for k in row_clusters for l in column_clusters]
@@ -409,11 +474,7 @@ def _joined_blocks(observed, expected, dispersion, standing, z_min):
     blocks = np.argwhere(standing)
     owner = np.full(standing.shape, -2)  # the rectangle of each standing block; -2: not standing
     owner[standing] = np.arange(len(blocks))
-    with np.errstate(divide="ignore", invalid="ignore"):  # no background at all: NaN, nothing joins
-        raised = 1 + (dispersion - 1) * np.maximum(observed / expected, 1.0)
-        # summed over blocks, they give Pearson's statistic of one lift (_one_lift_pearson)
-        terms = np.stack([observed, expected, observed ** 2 / (raised * expected), observed / raised,
-                          expected / raised, np.ones(observed.shape)], axis=-1)
+    terms = _one_lift_terms(observed, expected, dispersion)
     # a merge makes one rectangle of at least two: there are fewer than twice as many rectangles as blocks
     sums = np.zeros((2 * len(blocks), terms.shape[-1]))
     sums[:len(blocks)] = terms[standing]
@@ -506,9 +567,19 @@ def _joined_blocks(observed, expected, dispersion, standing, z_min):
     return list(rectangles.values())
 
 
+def _one_lift_terms(observed, expected, dispersion):
+    """(K_r, K_c, 6) terms of each block that, summed over blocks, :func:`_one_lift_pearson` reads (see
+    :func:`_joined_blocks` for the dispersion at a block's lift); NaN where there is no background at all, so
+    that nothing is one lift with such a block."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        raised = 1 + (dispersion - 1) * np.maximum(observed / expected, 1.0)
+        return np.stack([observed, expected, observed ** 2 / (raised * expected), observed / raised,
+                         expected / raised, np.ones(observed.shape)], axis=-1)
+
+
 def _one_lift_pearson(sums):
     """Pearson's statistic of blocks around their pooled lift ``L = O / E``, its least over all lifts, and the
-    number of blocks, from their summed ``terms`` (..., 6) of :func:`_joined_blocks`: ``(O, E, A, B, C, n)``,
+    number of blocks, from their summed ``terms`` (..., 6) of :func:`_one_lift_terms`: ``(O, E, A, B, C, n)``,
     over the blocks of ``O``, ``E``, ``O^2 / (r E)``, ``O / r``, ``E / r`` (r: a block's dispersion at its lift)
     and 1. The statistic at lift L is ``A / L - 2 B + L C``, least at ``L = sqrt(A / C)``: ``2 sqrt(A C) - 2 B``.
     NaN where ``E`` is 0."""
