@@ -434,22 +434,25 @@ def default_z_min(n_blocks):
 def _backgrounds(X, row_labels, column_labels, z_min, min_size, levels):
     """The blocks of a partition and their backgrounds as the significance rule sees them: what
     :func:`_heavy_of_partition` returns, then the rows' and the columns' depths (:func:`_item_depths`; 1, of
-    shape inf, without ``levels``): ``(row_sets, column_sets, heavy, background, z, z_min, dispersion, observed,
-    row_depths, column_depths)``, each depths ``(depths, shapes)``, (n_rows, K_c) for the rows and (n_cols, K_r)
-    for the columns."""
+    shape inf, without ``levels``) and the items' counts over the other side's clusters: ``(row_sets,
+    column_sets, heavy, background, z, z_min, dispersion, observed, row_depths, column_depths, item_counts)``,
+    each depths ``(depths, shapes)``, (n_rows, K_c) for the rows and (n_cols, K_r) for the columns, and
+    ``item_counts`` ``(rows' (n_rows, K_c), columns' (n_cols, K_r))``."""
     row_sets, column_sets, heavy, background, z, z_min, dispersion, observed = _heavy_of_partition(
         X, row_labels, column_labels, z_min, min_size, levels)
-    if not levels:
-        return (row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, *(
-            (np.ones((n, K)), np.full((n, K), np.inf)) for n, K in zip(X.shape, heavy.shape[::-1])))
-    row_sizes, column_sizes = row_sets.sum(axis=1).astype(np.float64), column_sets.sum(axis=1).astype(np.float64)
     by_column_cluster = np.asarray(X @ column_sets.T.astype(np.float64))
     by_row_cluster = np.asarray(X.T @ row_sets.T.astype(np.float64))
+    if not levels:
+        return (row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, *(
+            (np.ones((n, K)), np.full((n, K), np.inf)) for n, K in zip(X.shape, heavy.shape[::-1])),
+            (by_column_cluster, by_row_cluster))
+    row_sizes, column_sizes = row_sets.sum(axis=1).astype(np.float64), column_sets.sum(axis=1).astype(np.float64)
     sizes = np.outer(row_sizes, column_sizes)
     reference = _reference_blocks(observed, sizes, ~heavy & (sizes > 0), z, z_min, background, dispersion)
     row_depths = _item_depths(by_column_cluster, row_labels, background, reference, column_sizes)
     column_depths = _item_depths(by_row_cluster, column_labels, background.T, reference.T, row_sizes)
-    return row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, row_depths, column_depths
+    return (row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, row_depths, column_depths,
+            (by_column_cluster, by_row_cluster))
 
 
 def _has_levels(background):

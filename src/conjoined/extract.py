@@ -87,7 +87,7 @@ from scipy.special import chdtrc, xlogy
 from scipy.stats import norm
 
 from ._validation import check_labels, check_matrix, check_positive
-from .background import FAMILY_ERROR, _backgrounds, _block_sums, _has_levels, check_thresholds
+from .background import FAMILY_ERROR, _backgrounds, _block_sums, _has_levels, _heavy_against, check_thresholds
 
 __all__ = ["BACKGROUNDS", "RULES", "Biclusters", "TopicParameters", "extract_biclusters", "topic_parameters"]
 
@@ -267,18 +267,15 @@ def _stands(X, rows, columns, rho0, depths, shapes):
 
 
 def _heavy_without_any_one(counts, expected, dispersion, z_min):
-    """Whether a heavy block stays heavy (``z >= z_min`` and an excess of at least ``z_min ** 2`` counts, as
-    :func:`background._heavy_against`) without any one of its members on one side: ``counts`` (m,), each
+    """Whether a heavy block stays heavy (:func:`background._heavy_against`: ``z >= z_min`` and an excess of at
+    least ``z_min ** 2`` counts) without any one of its members on one side: ``counts`` (m,), each
     member's count over the block's other side, ``expected`` (m,) its expected count at the background (summing
     to the heavy test's expected total), ``dispersion`` the block total's variance over the Poisson variance.
     A side of one member is not tested (nothing would be left: ``min_size`` 1 let such blocks in)."""
     if counts.size < 2:
         return True
-    rest_expected = expected.sum() - expected
-    excess = counts.sum() - counts - rest_expected
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = excess / np.sqrt(dispersion * rest_expected)
-    return bool(((rest_expected > 0) & (z >= z_min) & (excess >= z_min ** 2)).all())
+    heavy, _ = _heavy_against(counts.sum() - counts, expected.sum() - expected, z_min, True, 1.0, dispersion)
+    return bool(heavy.all())
 
 
 def _without_strays(standing, observed, expected, dispersion, item_counts, item_depths, labels, z_min):
@@ -364,17 +361,15 @@ def _significance_rule(X, row_labels, column_labels, z_min, min_size, levels=Tru
     :func:`background._item_depths`)."""
     n_rows, n_cols = X.shape
     (row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, row_depths,
-     column_depths) = _backgrounds(X, row_labels, column_labels, z_min, min_size, levels)
+     column_depths, item_counts) = _backgrounds(X, row_labels, column_labels, z_min, min_size, levels)
     standing = np.zeros(heavy.shape, bool)
     for k, l in np.argwhere(heavy):
         standing[k, l] = _stands(X, row_sets[k], column_sets[l], background[k, l],
                                  (row_depths[0][:, l], column_depths[0][:, k]),
                                  (row_depths[1][:, l], column_depths[1][:, k]))
     expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
-    standing = _without_strays(
-        standing, observed, expected, dispersion,
-        (np.asarray(X @ column_sets.T.astype(np.float64)), np.asarray(X.T @ row_sets.T.astype(np.float64))),
-        (row_depths[0], column_depths[0]), (row_labels, column_labels), z_min)
+    standing = _without_strays(standing, observed, expected, dispersion, item_counts,
+                               (row_depths[0], column_depths[0]), (row_labels, column_labels), z_min)
     # With levels, an item whose own block on l is a bicluster is in it already; tested against every other
     # block on l as well, it made near-copies of them on real data. The uniform background keeps testing it:
     # there it is what reunites one block cut into two clusters (measured on the simulation cases).
