@@ -33,9 +33,9 @@ the significance rule from several pairs of one lift joined (``row_clusters``, `
     heavy by so little that no row can be spared (z below about ``z_min / sqrt(1 - 1/n)`` with n like rows):
     beside a denser bicluster a block needs that much more evidence. Where nothing denser is beside it, a block
     that rests on a few rows is kept: it can be all that is left of a small block whose rows a mixture merged
-    into a larger cluster. Otherwise its bicluster holds its own rows and columns plus the outsiders that belong to it too: an
-    outsider in cluster k' favours the block at its own background ``rho0_k'l`` raised by the block's lift
-    ``rho / rho0_kl``, and its count over the block's other side stands above its
+    into a larger cluster. Otherwise its bicluster holds its own rows and columns plus the outsiders that
+    belong to it too: an outsider in cluster k' favours the block at its own background ``rho0_k'l`` raised by
+    the block's lift ``rho / rho0_kl``, and its count over the block's other side stands above its
     background by a likelihood-ratio z-score (signed root of the Poisson deviance) of ``z_min``, raised to the
     one-sided 1% family-wise level over the outsiders tested (at 3 alone, one of 30 outsiders would join by
     chance in about 4% of matrices). That is how a row that belongs to two blocks, labelled with one of them,
