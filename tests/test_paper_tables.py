@@ -48,6 +48,15 @@ def test_jaccard_table_shape_and_values(paper_tables, tmp_path):
     assert (tmp_path / "figure.png").stat().st_size > 0
 
 
+def test_later_replicates_are_the_same_draws(paper_tables):
+    # --first-replicate 3 fits replicates 3 and 4, the very draws a run over 0..4 would give them
+    records = paper_tables.run_jaccard_study([2], 2, ["bimax"], progress=False, first_replicate=3)
+    assert records["replicate"].tolist() == [3, 4]
+    single = paper_tables.fit_one(2, 4, "bimax")
+    assert records["jaccard"].iloc[1] == single["jaccard"]
+    assert records["n_biclusters"].iloc[1] == single["n_biclusters"]
+
+
 def test_runtime_table_ratios(paper_tables):
     records = paper_tables.run_runtime_study(1, methods=("dt2b-5",), progress=False)
     summary = paper_tables.summarize_runtime(records)
