@@ -678,11 +678,13 @@ def _split_seeds(X, rows, columns, z_min, min_size, likelihoods):
     density = float(background.flat[0])
     candidates = []  # (axis, own labels, members, their counts over l, carrying)
     for axis in poisson_sides:
-        own, other_sets, matrix = (rows, column_sets, X) if axis == 0 else (columns, row_sets, X.T.tocsr())
+        own, other, other_sets, matrix = ((rows, columns, column_sets, X) if axis == 0
+                                          else (columns, rows, row_sets, X.T))
         heavy_side, z_side, observed_side = (np.moveaxis(values, axis, 0) for values in (heavy, z, observed))
+        by_cluster = _counts_over_clusters(matrix, other, heavy_side.shape[1])  # each item's counts over l
         for k, l in sorted(map(tuple, np.argwhere(heavy_side)), key=lambda kl: -z_side[kl]):
             members = np.flatnonzero(own == k)
-            counts = np.asarray(matrix[members] @ other_sets[l].astype(np.float64)).ravel()
+            counts = by_cluster[members, l]
             expected = density * other_sets[l].sum()
             lift = observed_side[k, l] / (expected * members.size)
             if lift <= 1:
