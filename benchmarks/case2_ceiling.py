@@ -20,6 +20,10 @@ Case 2 (20 x 20, 4000 tokens, half of them in the blocks) has a small 4 x 4 bloc
     keeps only the large block in the draws where the posterior prefers the merged partition (an
     estimate of the ceiling of a posterior-mode estimator).
 
+(d) The oracle of (a) with the class weights learned from the data by EM instead of the design's fixed shares:
+    the ceiling of an estimator that knows the densities but, like any estimator of exchangeable memberships,
+    must learn how many rows each class holds.
+
 With ``--compare docs/results/jaccard_replicates.csv`` it also evaluates the case-2 replicates of a
 ``paper_tables.py`` run and splits CDP's scores by whether the posterior prefers the merged partition.
 
@@ -41,6 +45,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pandas as pd
 from paper_tables import replicate_data
+from scipy.special import logsumexp
 
 from conjoined import PoissonGamma
 from conjoined.cdp import ConjoinedDirichletProcess
@@ -62,24 +67,51 @@ def cell_densities(rows, columns):
     return p * n_tokens / marked.sum(), (1 - p) * n_tokens / (marked.size - marked.sum())
 
 
-def map_classes(X, member_sets, prior, block, other):
-    """MAP class of each row of X (n, m) under independent Poisson counts.
-
-    Class c has rate ``block`` on the columns of ``member_sets[c]`` (bool (m,), None: no block) and ``other``
-    elsewhere; returns (n,) class indices.
-    """
+def class_log_likelihoods(X, member_sets, block, other):
+    """(n, C) log-likelihood of each row of X (n, m) under each class, independent Poisson counts: class c has
+    rate ``block`` on the columns of ``member_sets[c]`` (bool (m,), None: no block), ``other`` elsewhere."""
     log_likelihood = []
     for members in member_sets:
         rate = np.full(X.shape[1], other) if members is None else np.where(members, block, other)
         log_likelihood.append(X @ np.log(rate) - rate.sum())
-    return np.argmax(np.column_stack(log_likelihood) + np.log(prior), axis=1)
+    return np.column_stack(log_likelihood)
 
 
-def oracle_biclusters(X, rows, columns):
-    """(rows, columns) bool arrays of shape (2, n) found by the oracle's row and column MAP classes."""
+def map_classes(X, member_sets, prior, block, other):
+    """(n,) MAP class of each row of X under :func:`class_log_likelihoods` and the class probabilities
+    ``prior`` (C,)."""
+    return np.argmax(class_log_likelihoods(X, member_sets, block, other) + np.log(prior), axis=1)
+
+
+def learned_weight_classes(X, member_sets, block, other, n_iter=1000, tol=1e-10):
+    """(n,) most probable class of each row of X under :func:`class_log_likelihoods` with the class weights
+    learned from the rows by EM (from equal weights), as an estimator must learn them: the design's fixed
+    shares (four rows of twenty in the small block) are not known to it."""
+    log_likelihood = class_log_likelihoods(X, member_sets, block, other)
+    weights = np.full(log_likelihood.shape[1], 1 / log_likelihood.shape[1])
+    for _ in range(n_iter):
+        log_post = log_likelihood + np.log(weights)
+        resp = np.exp(log_post - logsumexp(log_post, axis=1, keepdims=True))
+        new = resp.mean(axis=0)
+        converged = np.abs(new - weights).max() < tol
+        weights = new
+        if converged:
+            break
+    return np.argmax(log_likelihood + np.log(weights), axis=1)
+
+
+def oracle_biclusters(X, rows, columns, learned_weights=False):
+    """(rows, columns) bool arrays of shape (2, n) found by the oracle's row and column classes: MAP at the
+    design's class shares, or with ``learned_weights`` at shares learned from the data
+    (:func:`learned_weight_classes`)."""
     block, other = cell_densities(rows, columns)
-    row_class = map_classes(X, [columns[0], columns[1], None], ROW_PRIOR, block, other)
-    column_class = map_classes(X.T, [rows[0], rows[1]], COLUMN_PRIOR, block, other)
+    row_sets, column_sets = [columns[0], columns[1], None], [rows[0], rows[1]]
+    if learned_weights:
+        row_class = learned_weight_classes(X, row_sets, block, other)
+        column_class = learned_weight_classes(X.T, column_sets, block, other)
+    else:
+        row_class = map_classes(X, row_sets, ROW_PRIOR, block, other)
+        column_class = map_classes(X.T, column_sets, COLUMN_PRIOR, block, other)
     return np.array([row_class == 0, row_class == 1]), np.array([column_class == 0, column_class == 1])
 
 
@@ -95,15 +127,17 @@ def row_log_posterior(agg, labels):
 
 
 def evaluate(X, rows, columns):
-    """(oracle Jaccard, log p(truth) - log p(merged), Jaccard of the oracle that follows the posterior)."""
+    """(oracle Jaccard, log p(truth) - log p(merged), Jaccard of the oracle that follows the posterior,
+    Jaccard of the oracle with learned class weights)."""
     found_rows, found_columns = oracle_biclusters(X, rows, columns)
     oracle = jaccard_score((found_rows, found_columns), (rows, columns))
+    learned = jaccard_score(oracle_biclusters(X, rows, columns, learned_weights=True), (rows, columns))
     agg = np.column_stack([X[:, columns[0]].sum(axis=1), X[:, columns[1]].sum(axis=1)]).astype(float)
     truth = np.where(rows[0], 0, np.where(rows[1], 1, 2))
     merged = np.where(rows[1], 1, 0)
     margin = row_log_posterior(agg, truth) - row_log_posterior(agg, merged)
     large_only = jaccard_score((found_rows[1:], found_columns[1:]), (rows, columns))
-    return oracle, margin, oracle if margin > 0 else large_only
+    return oracle, margin, oracle if margin > 0 else large_only, learned
 
 
 def compare(path):
@@ -111,10 +145,10 @@ def compare(path):
     fits = pd.read_csv(path)
     scores_by_method = fits[fits["case"] == CASE].pivot(index="replicate", columns="method", values="jaccard")
     replicates = scores_by_method.index
-    oracle, margin, _ = np.array([evaluate(*replicate_data(CASE, rep)) for rep in replicates]).T
+    oracle, margin, _, learned = np.array([evaluate(*replicate_data(CASE, rep)) for rep in replicates]).T
     merged = margin < 0
     print(f"{path}, case {CASE}: merged partition more probable in {merged.sum()}/{len(replicates)} "
-          f"replicates; oracle mean Jaccard {oracle.mean():.3f}")
+          f"replicates; oracle mean Jaccard {oracle.mean():.4f}, with learned weights {learned.mean():.4f}")
     for method in ("cdp", "cdp-paper"):
         if method not in scores_by_method:
             continue
@@ -127,24 +161,27 @@ def compare(path):
 
 
 def fit_draw(seed):
-    """(CDP's Jaccard, the oracle's, whether a bicluster is the small block) on the shuffled draw of ``seed``."""
+    """(CDP's Jaccard, the oracle's, the oracle's with learned weights, whether a bicluster is the small
+    block) on the shuffled draw of ``seed``."""
     X, rows, columns = make_cdp_case(CASE, random_state=seed, shuffle=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = ConjoinedDirichletProcess(random_state=seed).fit(X)
     found = (model.rows_, model.columns_)
     small_found = bool((_cell_jaccard(found, (rows[:1], columns[:1])) >= 0.5).any())
-    return (jaccard_score(found, (rows, columns)), jaccard_score(oracle_biclusters(X, rows, columns),
-                                                                 (rows, columns)), small_found)
+    oracles = [jaccard_score(oracle_biclusters(X, rows, columns, learned), (rows, columns))
+               for learned in (False, True)]
+    return jaccard_score(found, (rows, columns)), *oracles, small_found
 
 
 def fit_cdp(n_draws, seed, jobs):
     """CDP's defaults on ``n_draws`` shuffled draws against the oracle on the same draws."""
     with ProcessPoolExecutor(jobs) as pool:
         results = list(pool.map(fit_draw, range(seed, seed + n_draws), chunksize=10))
-    cdp, oracle, small_found = (np.array(column) for column in zip(*results))
+    cdp, oracle, learned, small_found = (np.array(column) for column in zip(*results))
     print(f"CDP (defaults), {n_draws} shuffled draws (seeds {seed}..{seed + n_draws - 1}): mean Jaccard "
-          f"{cdp.mean():.4f} (sd {cdp.std(ddof=1):.3f}), oracle {oracle.mean():.4f} on the same draws; below the "
+          f"{cdp.mean():.4f} (sd {cdp.std(ddof=1):.3f}), oracle {oracle.mean():.4f} on the same draws (with "
+          f"learned weights {learned.mean():.4f}); below the "
           f"oracle in {(cdp < oracle - 1e-12).sum()} draws, above it in {(cdp > oracle + 1e-12).sum()}; no "
           f"bicluster is the small block in {(~small_found).sum()} draws")
 
@@ -164,7 +201,7 @@ def main():
         return
 
     draws = (make_cdp_case(CASE, random_state=args.seed + rep) for rep in range(args.replicates))
-    oracle, margin, capped = np.array([evaluate(*draw) for draw in draws]).T
+    oracle, margin, capped, learned = np.array([evaluate(*draw) for draw in draws]).T
     n_merged = int((margin < 0).sum())
     q1, median, q3 = np.percentile(margin, [25, 50, 75])
     print(f"case {CASE}, {args.replicates} draws (seeds {args.seed}..{args.seed + args.replicates - 1})")
@@ -175,6 +212,8 @@ def main():
     print(f"(c) log p(truth) - log p(merged): mean {margin.mean():.2f}, quartiles {q1:.2f} / {median:.2f} / "
           f"{q3:.2f}; oracle that loses the small block where the posterior prefers the merged "
           f"partition: mean Jaccard {capped.mean():.3f}")
+    print(f"(d) oracle with class weights learned from the data (EM), not the design's: mean Jaccard "
+          f"{learned.mean():.3f} (sd {learned.std(ddof=1):.3f})")
     if args.compare:
         compare(args.compare)
 
