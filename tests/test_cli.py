@@ -364,11 +364,12 @@ def test_save_fit_writes_the_folder_the_command_writes(reference, planted, tmp_p
     unnamed = fit_folder.save_fit(CDP(n_iter=30, random_state=0).fit(X), X, tmp_path / "unnamed", pictures=False)
     pd.DataFrame(X[:, :2], index=genes, columns=["a", "b"]).to_csv(tmp_path / "named.csv")
     status, _, err = _run(["predict", unnamed, tmp_path / "named.csv", "-o", tmp_path / "n.csv"], capsys)
-    assert status == 2 and "its row 'gene0' is not a fitted row" in err
+    assert status == 2 and "(its rows lack 16 of the 16 fitted rows, '0' among them; its columns lack" in err
     assert "; the fit's rows have no names but their numbers 0, 1, ..." in err  # the side that fits by position
     pd.DataFrame(X[:5, :2], index=genes[:5]).to_csv(tmp_path / "short_named.csv")
     status, _, err = _run(["predict", unnamed, tmp_path / "short_named.csv", "-o", tmp_path / "n.csv"], capsys)
-    assert status == 2 and "is not a fitted row" in err and "have no names" not in err  # no side fits by position
+    assert status == 2 and "its rows lack 16 of the 16 fitted rows" in err
+    assert "have no names" not in err  # no side fits by position either
     pd.DataFrame(X[:, :2], columns=["a", "b"]).to_csv(tmp_path / "numbered.csv", index=False)
     assert _run(["predict", unnamed, tmp_path / "numbered.csv", "-o", tmp_path / "m.csv"], capsys)[0] == 0
 
@@ -406,6 +407,16 @@ def test_predict_classifies_new_columns_and_rows_as_the_estimator_does(reference
     assert str(table.loc["a", "biclusters"]) == " ".join(map(str, np.flatnonzero(
         model.bicluster_column_clusters_[:, label])))
 
+    # a new sample holding genes the fit left out (all its genes, where the fit had the highly variable ones): they
+    # are left out, with a warning, and the cells classified as above
+    extra = pd.DataFrame([[5, 1, 0], [2, 2, 2]], index=["new_gene", "other"], columns=["a", "b", "c"])
+    with_extra = pd.concat([pd.DataFrame(new_cells[order], index=genes[order], columns=["a", "b", "c"]), extra])
+    with_extra.iloc[::-1].to_csv(tmp_path / "all_genes.csv")
+    status, out, err = _run(["predict", reference, tmp_path / "all_genes.csv", "-o", tmp_path / "e.csv"], capsys)
+    assert status == 0, err
+    assert "all_genes.csv, its rows: 2 name(s) the fit does not have (e.g. 'other') are left out" in err
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "e.csv", index_col=0).iloc[:, :K_c], expected, rtol=1e-12)
+
     pd.DataFrame(X[[0, 9]], index=["x", "y"], columns=cells).to_csv(tmp_path / "genes.csv")
     status, out, err = _run(["predict", reference, tmp_path / "genes.csv", "-o", tmp_path / "q.csv"], capsys)
     assert status == 0, err
@@ -430,7 +441,7 @@ def test_predict_refuses_what_it_cannot_match_and_keeps_files(reference, planted
                            "columns"], capsys)
     assert status == 2 and "its rows: 1 of the fit's names missing (e.g. 'gene0')" in err
     status, _, err = _run(["predict", reference, tmp_path / "short.csv", "-o", tmp_path / "s.csv"], capsys)
-    assert status == 2 and "neither its rows (15) are the fitted rows (16) nor its columns (2) the fitted" in err
+    assert status == 2 and "neither do its rows (15) hold the fitted rows (16) nor its columns (2) the fitted" in err
     new = X[:, :2].copy()
     new[:, 1] = 0
     pd.DataFrame(new, index=genes, columns=["a", "b"]).to_csv(tmp_path / "zero.csv")
@@ -451,7 +462,8 @@ def test_predict_refuses_what_it_cannot_match_and_keeps_files(reference, planted
     assert (folder / "matrix.mtx.gz").read_bytes() == kept
     pd.DataFrame(X[:, :2], index=[f"g{i}" for i in range(16)], columns=["a", "b"]).to_csv(tmp_path / "other.csv")
     status, _, err = _run(["predict", reference, tmp_path / "other.csv", "-o", tmp_path / "o.csv"], capsys)
-    assert status == 2 and "(its row 'g0' is not a fitted row; its column 'a' is not a fitted column)" in err
+    assert status == 2 and ("(its rows lack 16 of the 16 fitted rows, 'gene0' among them; its columns lack 12 of "
+                            "the 12 fitted columns, 'cell0' among them)") in err
     assert "have no names" not in err  # the fit's are real names
     fit = tmp_path / "fit"
     shutil.copytree(reference, fit)

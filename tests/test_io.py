@@ -187,6 +187,10 @@ def test_table_without_row_names(tmp_path, counts):
 
 @pytest.mark.parametrize("text, message", [
     ("name,a,b\nx,1,2\ny,3,oops\n", "column 'b' is not numeric"),
+    # pandas keeps a whole number beyond int64 as text
+    ("name,a,b\nx,1,2\ny,3,99999999999999999999999\n", r"column 'b' holds 99999999999999999999999, a whole number "
+                                                     r"beyond 64-bit integers \(counts must be at most 2\*\*53\)"),
+    ("name,a,b\nx,1,-99999999999999999999999\ny,3,oops\n", "column 'b' is not numeric"),
     ("", "the file is empty"),
     (b"\x7fELF\x02\x01\x01\x00\xff\xfe\x00", r"not a text table \(it holds bytes that are not UTF-8 text: a binary "
                                            r"file\?\)"),
@@ -352,6 +356,37 @@ def test_10x_folder_plain_genes_tsv(tmp_path, counts):
     (tmp_path / "barcodes.tsv").write_text("".join(f"{c}\n" for c in cells))
     result = read_matrix(tmp_path)
     np.testing.assert_array_equal(result.row_names, genes)
+
+
+def test_10x_folder_leaves_out_features_other_than_gene_expression(tmp_path, counts):
+    # CITE-seq output: antibody counts beside the genes' in one matrix, told apart by features.tsv's third column
+    X, genes, cells = counts
+    scipy.io.mmwrite(tmp_path / "matrix.mtx", sp.coo_matrix(X))
+    types = ["Antibody Capture", "Gene Expression", "Gene Expression", "CRISPR Guide Capture", "Gene Expression"]
+    symbols = ["CD3", "A", "B", "sg1", "CD3"]  # an antibody named as a gene: left out, so no repeat to rename
+    (tmp_path / "features.tsv").write_text("".join(f"id{i}\t{s}\t{t}\n" for i, (s, t) in enumerate(zip(symbols,
+                                                                                                       types))))
+    (tmp_path / "barcodes.tsv").write_text("".join(f"{c}\n" for c in cells))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = read_matrix(tmp_path)
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path / 'features.tsv'}: 2 of 5 features are not \"Gene Expression\" (1 Antibody Capture, 1 CRISPR "
+        "Guide Capture) and are left out, as scanpy.read_10x_mtx leaves them out; to bicluster them, give their "
+        "rows as a .mtx file with --row-names"]
+    np.testing.assert_array_equal(result.X.toarray(), X[[1, 2, 4]])
+    np.testing.assert_array_equal(result.row_names, ["A", "B", "CD3"])
+    np.testing.assert_array_equal(result.column_names, cells)
+    # every feature of one type other than gene expression (peaks, say): all kept, without a warning
+    (tmp_path / "features.tsv").write_text("".join(f"id{i}\t{g}\tPeaks\n" for i, g in enumerate(genes)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(read_matrix(tmp_path).X.toarray(), X)
+    # a features file one line short is refused before anything is left out
+    (tmp_path / "features.tsv").write_text("".join(f"id{i}\t{s}\t{t}\n" for i, (s, t) in enumerate(zip(symbols,
+                                                                                                       types[:4]))))
+    with pytest.raises(ValueError, match="features.tsv: 4 names but matrix.mtx has 5 rows"):
+        read_matrix(tmp_path)
 
 
 def test_folder_without_matrix(tmp_path):
@@ -567,13 +602,17 @@ def test_missing_unknown_and_garbled_files(tmp_path):
     (tmp_path / "m.xlsx").write_bytes(b"x")
     with pytest.raises(ValueError, match=r"m\.xlsx: unknown file type; supported: \.csv"):
         read_matrix(tmp_path / "m.xlsx")
-    junk = bytes(range(256)) * 4
     for name, message in [
         ("g.mtx", "cannot parse as MatrixMarket"),
         ("g.npz", "not a scipy.sparse .npz"),
         ("g.h5ad", "cannot read as AnnData"),
         ("g.mat", "cannot parse as a MATLAB file"),
+        # HDF5, as MATLAB v7.3 writes (after its 512-byte header) or bare
+        ("h.mat", "an HDF5 file, as MATLAB v7.3 writes them: not supported; save with -v7"),
+        ("b.mat", "an HDF5 file, as MATLAB v7.3 writes them: not supported; save with -v7"),
     ]:
+        junk = {"h.mat": b"MATLAB 7.3 MAT-file".ljust(512) + b"\x89HDF\r\n\x1a\n" + bytes(64),
+                "b.mat": b"\x89HDF\r\n\x1a\n" + bytes(600)}.get(name, bytes(range(256)) * 4)
         (tmp_path / name).write_bytes(junk)
         with pytest.raises(
             ValueError, match=name.replace(".", r"\.") + ": " + message.replace(".", r"\.")

@@ -746,29 +746,32 @@ def _run_score(args, argv):
 
 def _new_items_side(args, X, row_names, column_names, model):
     """"rows" or "columns": which side of INPUT holds items new to the fit (--side, or the side whose other side
-    is the fit's, by names or, where INPUT has none, by length); UserError when it cannot tell."""
+    holds the fit's items, by names (others may be there too: they are left out) or, where INPUT has none, by
+    length); UserError when it cannot tell."""
     if args.side is not None:
         return args.side
     fitted = {"columns": (model.row_names, row_names, X.shape[0]), "rows": (model.column_names, column_names,
                                                                             X.shape[1])}
     matching = [side for side, (names, given, n) in fitted.items()
-                if (set(given) == set(names) if given is not None else n == len(names))]
+                if (set(given) >= set(names) if given is not None else n == len(names))]
     if len(matching) == 1:
         return matching[0]
     if matching:
         raise UserError(f"{args.input}: its rows match the fitted rows and its columns the fitted columns: say "
                         "which are new with --side rows or --side columns")
-    unknown = [f"{what} {str(next(name for name in given if name not in set(names)))!r} is not a fitted {what}"
-               for what, names, given in (("row", model.row_names, row_names), ("column", model.column_names,
-                                                                                   column_names))
-               if given is not None and not set(given) <= set(names)]
+    unknown = []  # what each named side of INPUT lacks of the fit's items
+    for what, names, given in (("row", model.row_names, row_names), ("column", model.column_names, column_names)):
+        if given is not None:
+            present = set(given)
+            missing = [name for name in names if name not in present]
+            unknown.append(f"{what}s lack {len(missing)} of the {len(names)} fitted {what}s, "
+                           f"{str(missing[0])!r} among them")
     # a side INPUT could match by position, but not by its names, against a fit whose items have none
     unnamed = [what for what, names, given, n in (("rows", model.row_names, row_names, X.shape[0]),
                                                   ("columns", model.column_names, column_names, X.shape[1]))
-               if given is not None and n == len(names) and not set(given) <= set(names)
-               and np.array_equal(names, default_names(len(names)))]
+               if given is not None and n == len(names) and np.array_equal(names, default_names(len(names)))]
     raise UserError(
-        f"{args.input}: neither its rows ({X.shape[0]}) are the fitted rows ({len(model.row_names)}) nor its "
+        f"{args.input}: neither do its rows ({X.shape[0]}) hold the fitted rows ({len(model.row_names)}) nor its "
         f"columns ({X.shape[1]}) the fitted columns ({len(model.column_names)}), by name or, without names, by "
         "number" + (f" (its {'; its '.join(unknown)})" if unknown else "") + ": new columns need counts over the "
         "fitted rows, new rows over the fitted columns"
@@ -780,18 +783,20 @@ def _new_items_side(args, X, row_names, column_names, model):
 
 def _aligned(X, given, fitted, axis, where):
     """X with its ``axis`` (0: rows) put in the order of the ``fitted`` names, by ``given`` names (None: by
-    position, the lengths checked); UserError naming a fitted name INPUT lacks or a name the fit lacks."""
+    position, the lengths checked); UserError naming a fitted name INPUT lacks; names the fit lacks are left out
+    with a warning (a new sample's genes beyond those fitted, as ``anndata.predict_cells`` leaves them out)."""
     if given is None:
         if X.shape[axis] != len(fitted):
             raise UserError(f"{where}: {X.shape[axis]} lines where the fit has {len(fitted)}")
         return X
     position = {name: index for index, name in enumerate(given)}
     missing = [name for name in fitted if name not in position]
-    extra = sorted(set(given) - set(fitted))
-    if missing or extra:
-        raise UserError(
-            f"{where}: {len(missing)} of the fit's names missing (e.g. {str(missing[0])!r})" if missing else
-            f"{where}: {len(extra)} name(s) the fit does not have (e.g. {str(extra[0])!r})")
+    if missing:
+        raise UserError(f"{where}: {len(missing)} of the fit's names missing (e.g. {str(missing[0])!r})")
+    extra = len(given) - len(fitted)
+    if extra:
+        example = next(name for name in given if name not in set(fitted))
+        warnings.warn(f"{where}: {extra} name(s) the fit does not have (e.g. {str(example)!r}) are left out")
     order = np.array([position[name] for name in fitted])
     return X[order] if axis == 0 else X[:, order]
 

@@ -119,9 +119,8 @@ def unique_names(names, where=None):
     return np.array(unique, dtype=str)
 
 
-def _read_name_file(path, *, field=0):
-    """Names from a text file (``.gz`` allowed), one per line; tab-separated lines give their ``field``-th entry
-    (the first one when the line is shorter)."""
+def _read_fields(path):
+    """The tab-separated fields of each line of a text file (``.gz`` allowed), trailing blank lines left out."""
     try:
         with _open_text(path) as handle:
             lines = [line.rstrip("\r\n") for line in handle]
@@ -131,12 +130,24 @@ def _read_name_file(path, *, field=0):
         raise ValueError(f"{path}: cannot read names: the .gz file is truncated or corrupt ({exc})") from None
     while lines and not lines[-1]:
         lines.pop()
-    fields = [line.split("\t") for line in lines]
+    return [line.split("\t") for line in lines]
+
+
+def _names_of(fields, path, *, field=0, lines=None):
+    """Unique names from the lines' ``fields`` (:func:`_read_fields`): each line's ``field``-th entry (the first
+    one when the line is shorter). ``lines``: the lines' numbers in the file (1-based; default 1, 2, ...)."""
     names = [parts[field] if len(parts) > field else parts[0] for parts in fields]
     blank = [index for index, name in enumerate(names) if not name.strip()]
     if blank:
-        raise ValueError(f"{path}: line {blank[0] + 1} holds no name: every line must name its item")
+        line = blank[0] + 1 if lines is None else lines[blank[0]]
+        raise ValueError(f"{path}: line {line} holds no name: every line must name its item")
     return unique_names(names, f"{path}")
+
+
+def _read_name_file(path, *, field=0):
+    """Names from a text file (``.gz`` allowed), one per line; tab-separated lines give their ``field``-th entry
+    (the first one when the line is shorter)."""
+    return _names_of(_read_fields(path), path, field=field)
 
 
 def _name_sequence(names, what):
@@ -314,6 +325,10 @@ def _read_table(path, sep, first_column):
         if not pd.api.types.is_numeric_dtype(frame[name]):
             label = (repr(column_names[position]) if str(column_names[position]).strip() else
                      f"after {column_names[position - 1]!r} (no header)" if position else "1 (no header)")
+            too_large = _integer_beyond_int64(frame[name])
+            if too_large is not None:
+                raise ValueError(f"{path}: column {label} holds {too_large}, a whole number beyond 64-bit integers "
+                                 "(counts must be at most 2**53)")
             raise ValueError(
                 f"{path}: column {label} is not numeric "
                 + ("(first_column='counts', --first-column counts: no column holds names)"
@@ -363,22 +378,57 @@ def _first_existing(folder, names):
     return None
 
 
+def _integer_beyond_int64(values):
+    """The first of ``values`` (a table's column that pandas read as text) written as a whole number beyond
+    int64, which pandas keeps as text, when every value is a number; else None."""
+    texts = [value.strip() for value in values if isinstance(value, str)]  # the others are numbers or NaN
+    try:
+        [float(text) for text in texts]
+    except ValueError:
+        return None
+    return next((text for text in texts if re.fullmatch(r"[+-]?\d+", text) and abs(int(text)) > 2**63 - 1), None)
+
+
 def _read_10x(folder):
     """10x folder: matrix.mtx(.gz) is genes x cells; names from features/genes.tsv(.gz) (symbol column, made unique)
-    and barcodes.tsv(.gz)."""
+    and barcodes.tsv(.gz). Features of other types than "Gene Expression" (antibody capture, CRISPR guides, ...:
+    the third column of features.tsv) are left out with a warning, as ``scanpy.read_10x_mtx`` leaves them out:
+    their counts are on other scales. A folder without gene expression features keeps all of them."""
     matrix_path = _first_existing(folder, ["matrix.mtx.gz", "matrix.mtx"])
     if matrix_path is None:
         raise ValueError(f"{folder}: a folder must be a 10x output with matrix.mtx or matrix.mtx.gz")
     X = _read_mtx(matrix_path)
     features = _first_existing(folder, ["features.tsv.gz", "features.tsv", "genes.tsv.gz", "genes.tsv"])
     barcodes = _first_existing(folder, ["barcodes.tsv.gz", "barcodes.tsv"])
-    row_names = None if features is None else _read_name_file(features, field=1)
+    row_names = None
+    if features is not None:
+        fields = _read_fields(features)
+        if len(fields) != X.shape[0]:
+            raise ValueError(f"{features}: {len(fields)} names but {matrix_path.name} has {X.shape[0]} rows")
+        kept = _gene_expression_features(fields, features)
+        if not kept.all():
+            X = sp.csr_matrix(X)[kept] if sp.issparse(X) else X[kept]
+        row_names = _names_of([parts for parts, keep in zip(fields, kept) if keep], features, field=1,
+                              lines=list(np.flatnonzero(kept) + 1))
     column_names = None if barcodes is None else _read_name_file(barcodes)
-    checks = ((row_names, features, "rows", X.shape[0]), (column_names, barcodes, "columns", X.shape[1]))
-    for names, source, axis, size in checks:
-        if names is not None and len(names) != size:
-            raise ValueError(f"{source}: {len(names)} names but {matrix_path.name} has {size} {axis}")
+    if column_names is not None and len(column_names) != X.shape[1]:
+        raise ValueError(f"{barcodes}: {len(column_names)} names but {matrix_path.name} has {X.shape[1]} columns")
     return X, row_names, column_names
+
+
+def _gene_expression_features(fields, path):
+    """(n,) bool: the features of a 10x features file (its lines' ``fields``) to keep, the "Gene Expression" ones
+    when their types (third column) name both that and others (warning of the others), else all."""
+    types = np.array([parts[2] if len(parts) > 2 else "" for parts in fields], dtype=object)
+    kept = types == "Gene Expression"
+    if not kept.any() or kept.all():
+        return np.ones(len(fields), bool)
+    left, counts = np.unique(types[~kept].astype(str), return_counts=True)
+    listed = ", ".join(f"{count} {name or '(no type)'}" for name, count in zip(left, counts))
+    warnings.warn(f"{path}: {int((~kept).sum())} of {len(fields)} features are not \"Gene Expression\" ({listed}) "
+                  "and are left out, as scanpy.read_10x_mtx leaves them out; to bicluster them, give their rows "
+                  "as a .mtx file with --row-names", UserWarning, stacklevel=user_stacklevel())
+    return kept
 
 
 def _read_npz(path):
@@ -483,6 +533,17 @@ def _mat_names(contents, shape):
     return tuple(found[0] if len(found := lengths.get(n, [])) == 1 else None for n in shape)
 
 
+def _is_hdf5(path):
+    """Whether the file starts with HDF5's signature, at byte 0 or after a user block of 512 bytes (MATLAB's)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(520)
+    except OSError:
+        return False
+    signature = b"\x89HDF\r\n\x1a\n"
+    return head.startswith(signature) or head[512:520] == signature
+
+
 def _read_mat(path, variable):
     try:
         contents = scipy.io.loadmat(str(path))
@@ -491,6 +552,9 @@ def _read_mat(path, variable):
             f"{path}: MATLAB v7.3 (HDF5) files are not supported; save with -v7 or convert to .h5ad/.mtx"
         ) from None
     except Exception as exc:  # noqa: BLE001
+        if _is_hdf5(path):  # v7.3 without MATLAB's header, or another HDF5 file named .mat
+            raise ValueError(f"{path}: an HDF5 file, as MATLAB v7.3 writes them: not supported; save with -v7 or "
+                             "convert to .h5ad/.mtx") from None
         raise ValueError(f"{path}: cannot parse as a MATLAB file ({_one_line(exc)})") from None
     candidates = sorted(
         key for key, value in contents.items() if not key.startswith("__") and _is_numeric_matrix(value)
@@ -538,6 +602,8 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     - ``.mtx``/``.mtx.gz``: MatrixMarket, kept as stored. Sparse.
     - a folder holding a 10x output: ``matrix.mtx(.gz)`` (genes x cells), ``features.tsv(.gz)`` or
       ``genes.tsv(.gz)`` (row names: the gene symbols, made unique) and ``barcodes.tsv(.gz)`` (column names).
+      Features whose type (features.tsv's third column) is not "Gene Expression", such as antibody capture, are
+      left out with a warning where gene expression features are present, as ``scanpy.read_10x_mtx`` does.
     - ``.npz``: written by ``scipy.sparse.save_npz``. Sparse.
     - ``.h5ad``: AnnData (cells x genes) returned transposed, genes x cells, with ``var_names`` as rows and
       ``obs_names`` as columns. ``layer`` picks ``adata.layers[layer]`` (``"raw"``: ``adata.raw.X``); default X.
