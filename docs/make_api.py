@@ -28,6 +28,7 @@ MODULES = [
     ("conjoined.metrics", None),
     ("conjoined.plot", None),
     ("conjoined.io", None),
+    ("conjoined.spectral", None),
     ("conjoined.reassign", None),
     ("conjoined.background", None),
     ("conjoined.extract", None),

@@ -606,7 +606,8 @@ def test_normalised_h5ad_without_layer_says_so(planted, tmp_path, capsys):
     (["--n-jobs", "0"], ("conjoined: error: --n-jobs must be a non-zero integer (-1: every core, -2: all but one, "
      "...), got 0\n")),
     (["--mode", "paper", "--n-rounds", "3"], ("conjoined: error: --mode paper runs the published pipeline "
-     "(no conjoined rounds): --n-rounds would have no effect; leave it out\n")),
+     "(no conjoined rounds, mixtures started from one cluster): --n-rounds would have no effect; leave it out\n")),
+    (["--mode", "paper", "--init", "one"], "): --init would have no effect; leave it out\n"),
     (["--mode", "paper", "--n-rounds", "1", "--dispersion", "none"], ("--n-rounds, --dispersion would have no "
      "effect; leave them out\n")),
 ])

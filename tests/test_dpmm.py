@@ -1194,3 +1194,18 @@ def test_normal_gamma_refuses_data_it_cannot_sum_exactly(monkeypatch):
     monkeypatch.setattr(conjoined.NormalGamma, "COARSEST_GRID", 21)
     with pytest.raises(ValueError, match=r"too many points \(30\), or values too far from the fitted ones"):
         conjoined.DPMM(prior=conjoined.NormalGamma(), n_iter=2).fit(GAUSSIAN)
+
+
+def test_a_chain_started_from_given_labels():
+    # CDP starts its first mixtures from given labels (its spectral start): the chain's first state is that
+    # partition, renumbered by first appearance, and a wrong labelling is refused
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.poisson(lam, size=(30, 6)) for lam in ([20, 1, 1, 1, 1, 1], [1, 1, 1, 20, 20, 1])])
+    truth = np.repeat([7, 3], 30)
+    model = conjoined.DPMM(prior=conjoined.PoissonGamma(), n_iter=1, warmup=0, exact_moves=0, random_state=0)
+    model._fit(X, init_labels=truth)
+    np.testing.assert_array_equal(model.labels_, np.repeat([0, 1], 30))
+    with pytest.raises(ValueError, match="init_labels must be 60 integer labels"):
+        model._fit(X, init_labels=truth[:10])
+    with pytest.raises(ValueError, match="init_labels must be 60 integer labels"):
+        model._fit(X, init_labels=truth.astype(float))

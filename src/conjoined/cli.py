@@ -81,6 +81,7 @@ from .anndata import SINGLE_CELL_DEFAULTS
 from .background import DEFAULT_MIN_SIZE, DEFAULT_Z_MIN
 from .cdp import (
     DISPERSIONS,
+    INITS,
     LIKELIHOODS,
     MODES,
     AllZeroWarning,
@@ -128,9 +129,9 @@ _SUMMARY_TOP_ROWS = 5
 SINGLE_CELL_FORMATS = ("h5ad", "10x")
 
 
-# parameters of the conjoined rounds, which mode="paper" does not run (its mixtures are multinomial; the likelihood
-# options still choose the refinement's)
-PAPER_MODE_FIXES = ("n_rounds", "dispersion")
+# parameters of the conjoined rounds and of the mixtures' spectral start, which mode="paper" does not run (its
+# mixtures are multinomial and start from one cluster; the likelihood options still choose the refinement's)
+PAPER_MODE_FIXES = ("n_rounds", "dispersion", "init")
 
 
 class UserError(Exception):
@@ -181,9 +182,11 @@ def _estimator_options(parser):
         "quasi-likelihood, for single-cell-like counts), 'none' keeps the mixtures' likelihoods as they are",
         choices=DISPERSIONS,
     )
+    add("--init", "init", "where the first mixtures start: 'spectral' from the partitions of the matrix's "
+        "singular vectors above the noise of Poisson counts, 'one' from one cluster", choices=INITS)
     add("--n-reassign", "n_reassign", "sweeps of the token reassignment", type=int, metavar="N")
     add("--mode", "mode", "'paper' runs the published pipeline: multinomial mixtures, no conjoined rounds (so not "
-        "with --n-rounds or --dispersion; the likelihoods are the refinement's)", choices=MODES)
+        "with --n-rounds, --dispersion or --init; the likelihoods are the refinement's)", choices=MODES)
     add(
         "--seed",
         "random_state",
@@ -474,7 +477,8 @@ def _estimator_from_args(args, single_cell=False):
     if given.get("mode") == "paper":
         ignored = [flags[name] for name in PAPER_MODE_FIXES if name in given]
         if ignored:
-            raise UserError(f"--mode paper runs the published pipeline (no conjoined rounds): "
+            raise UserError(f"--mode paper runs the published pipeline (no conjoined rounds, mixtures started from "
+                            "one cluster): "
                             f"{', '.join(ignored)} would have no effect; leave {'it' if len(ignored) == 1 else 'them'}"
                             " out")
     if given.get("address") is not None and given.setdefault("backend", "dask") != "dask":

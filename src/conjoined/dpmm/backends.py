@@ -95,10 +95,14 @@ class Shard:
             return self.rngs[0].random((self.n, 2))
         return np.concatenate([rng.random((size, 2)) for rng, size in zip(self.rngs, self.stream_sizes)])
 
-    def initialize(self, n_clusters, prior):
-        """Uniformly random labels in 0..n_clusters-1 and random sub-labels; returns their statistics."""
+    def initialize(self, n_clusters, prior, labels=None):
+        """Uniformly random labels in 0..n_clusters-1, or ``labels`` (n,) themselves (0..n_clusters-1), and random
+        sub-labels; returns their statistics."""
         u = self._uniforms()
-        self.labels = np.minimum((u[:, 0] * n_clusters).astype(np.int32), n_clusters - 1)
+        if labels is None:
+            self.labels = np.minimum((u[:, 0] * n_clusters).astype(np.int32), n_clusters - 1)
+        else:
+            self.labels = np.asarray(labels[self.offset:self.offset + self.n], dtype=np.int32).copy()
         self.sublabels = (u[:, 1] < 0.5).astype(np.int8)
         n_sub = 2 * n_clusters
         codes = 2 * self.labels.astype(np.int64) + self.sublabels

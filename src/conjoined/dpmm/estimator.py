@@ -312,8 +312,10 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
 
     @unwrapping_interruptions
     @keeping_state_on_failure
-    def _fit(self, X):
-        """``fit`` without its warning (a CDP fit says it once for all its mixtures)."""
+    def _fit(self, X, init_labels=None):
+        """``fit`` without its warning (a CDP fit says it once for all its mixtures). ``init_labels`` (n_samples,):
+        the chain's first partition, in place of ``init_clusters`` random clusters (CDP's spectral start); its
+        clusters are renumbered 0, 1, ... in order of first appearance."""
         n_iter = check_int(self.n_iter, "n_iter", minimum=1)
         settings = RunSettings(
             alpha=check_positive(self.alpha, "alpha"),
@@ -345,6 +347,13 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         n = data.shape[0]
         if settings.init_clusters > n:
             raise ValueError(f"init_clusters={settings.init_clusters} is larger than the number of points ({n})")
+        if init_labels is not None:
+            init_labels = np.asarray(init_labels)
+            if init_labels.shape != (n,) or init_labels.dtype.kind not in "iu":
+                raise ValueError(f"init_labels must be {n} integer labels, got shape {init_labels.shape}")
+            _, first, init_labels = np.unique(init_labels, return_index=True, return_inverse=True)
+            init_labels = np.argsort(np.argsort(first))[init_labels]  # numbered by first appearance
+            settings = settings._replace(init_clusters=int(init_labels.max()) + 1)
 
         seeds = seed_sequence(self.random_state)
         checkpointer = None
@@ -361,10 +370,12 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             centred = {"centred": True} if prior.kind == "gaussian" else {}
             # the most probable sample so far is part of a "map" fit's checkpoint; "sample" writes files as before
             estimate = {"estimate": "map"} if self.estimate == "map" else {}
+            # a chain started from given labels is tied to them (left out otherwise, as in earlier checkpoints)
+            start = {} if init_labels is None else {"init_labels": data_digest(init_labels.astype(np.float64))}
             checkpointer = Checkpointer(
                 checkpoint, checkpoint_every, data_digest(data),
                 dict(settings._asdict(), prior=prior_description(prior), store_labels=store_labels,
-                     seed=seed, **centred, **estimate),
+                     seed=seed, **centred, **estimate, **start),
             )
         shift = None
         if prior.kind == "gaussian":
@@ -385,13 +396,13 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             backend = DaskBackend(data, stream_seeds, client=self.client, address=self.address)
         else:
             backend = LocalBackend(data, stream_seeds, n_threads)
-        self._run(backend, prior, settings, rng, n_threads, checkpointer)
+        self._run(backend, prior, settings, rng, n_threads, checkpointer, init_labels)
         if shift is not None:
             self._translate_results(shift)
         self.cluster_params_ = self.prior_.expanded(self.cluster_params_)
         return self
 
-    def _run(self, backend, prior, settings, rng, n_threads, checkpointer):
+    def _run(self, backend, prior, settings, rng, n_threads, checkpointer, init_labels=None):
         n_iter = settings.n_iter
         traces = {
             "labels": np.empty((n_iter, backend.n_points), np.int32) if self.store_labels else None,
@@ -410,7 +421,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             with numba_threads(n_threads):
                 resumed = None if checkpointer is None else checkpointer.resume(backend, rng, traces)
                 if resumed is None:
-                    start, state = 0, sampler.init(backend, settings.init_clusters, prior)
+                    start, state = 0, sampler.init(backend, settings.init_clusters, prior, init_labels)
                 else:
                     start, state, best = resumed
                     if traces["psi_scale"] is not None:  # a checkpoint holds at least one iteration

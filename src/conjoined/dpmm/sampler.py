@@ -169,9 +169,10 @@ def _log_posterior_numpy(prior, alpha, cluster_stats):
     )
 
 
-def init(backend, n_clusters, prior):
-    """Random labels over ``n_clusters`` clusters with random sub-labels."""
-    stats = backend.initialize(n_clusters, prior)
+def init(backend, n_clusters, prior, labels=None):
+    """Random labels over ``n_clusters`` clusters, or the given ``labels`` (0..n_clusters-1), with random
+    sub-labels."""
+    stats = backend.initialize(n_clusters, prior, labels)
     K = stats.n.shape[0]
     return _drop_empty(backend, DPMMState(stats, np.zeros(K, np.int64), np.zeros(K, bool)))
 
