@@ -2,7 +2,8 @@
 
 Pipeline:
 
-1. a DP mixture clusters the rows (points in column space) and one clusters the columns;
+1. a DP mixture clusters the rows (points in column space) and one clusters the columns, each started from the
+   partition of the matrix's spectrum (``init="spectral"``, ``conjoined.spectral``) or from one cluster;
 2. ``n_rounds`` conjoined rounds: each side is re-clustered on the matrix aggregated by the other side's current
    clusters (rows x K_c sums, columns x K_r sums), a low-noise view shaped by the other side; from the second
    round on, a multinomial side's over-dispersed features are divided by their dispersion, of which deep
