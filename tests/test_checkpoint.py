@@ -232,6 +232,23 @@ def test_cdp_without_a_seed_records_its_seed_in_the_checkpoint_folder(tmp_path, 
         assert (directory / "seed.json").read_text() == damaged
 
 
+def test_a_cdp_checkpoint_of_another_start_says_which_start_resumes_it(tmp_path):
+    # a folder written by a fit whose first mixtures started from one cluster (as before the spectral start) is
+    # refused by the default, with the option that resumes it, which then gives that fit
+    from conjoined.datasets import make_cdp_case
+
+    X, _, _ = make_cdp_case(3, random_state=0)
+    directory = tmp_path / "cdp"
+    params = {"n_iter": 20, "n_reassign": 5, "random_state": 0, "checkpoint": directory}
+    before = conjoined.CDP(init="one", **params).fit(X)
+    with pytest.raises(ValueError, match=r"init_labels: None in the file, '[0-9a-f]+' now\) \(a CDP fit's first "
+                                         r"mixtures start from the matrix's spectrum by default: one begun from one "
+                                         r"cluster resumes with init='one', --init one"):
+        conjoined.CDP(**params).fit(X)
+    again = conjoined.CDP(init="one", **params).fit(X)
+    np.testing.assert_array_equal(before.rows_, again.rows_)
+
+
 def test_bad_checkpoint_every():
     with pytest.raises(ValueError, match="checkpoint_every"):
         conjoined.DPMM(checkpoint_every=0).fit(count_mixture())

@@ -47,13 +47,27 @@ def test_poisson_counts_without_blocks_give_no_partition(seed):
     assert spectral_partition(rng.poisson(rates), seed=seed) is None
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_sparse_counts_of_very_uneven_depths_give_no_partition(seed):
+    # exponential depths, 0.05 counts a cell: rows and columns of one or two counts would carry singular vectors of
+    # their own above the edge of even depths (12 row clusters of 1-2 rows each, without the regularisation and the
+    # edge drawn from these totals)
+    rng = np.random.default_rng(seed)
+    rows, cols = rng.gamma(1.0, 1.0, 3000), rng.gamma(1.0, 1.0, 2000)
+    X = rng.poisson(np.outer(rows / rows.sum(), cols / cols.sum()) * 300_000)
+    assert spectral_partition(X[X.sum(axis=1) > 0][:, X.sum(axis=0) > 0], seed=seed) is None
+
+
 def test_noise_edge_is_the_largest_singular_value_of_noise():
-    # the normalised matrix of independent counts: its second singular value sits just below the edge
+    # even depths: the edge of the noise's law, (sqrt(n) + sqrt(m)) / sqrt(N), halved by the regularisation (each
+    # total doubled), and a draw of such counts has its second singular value just below the edge
     rng = np.random.default_rng(0)
     X = rng.poisson(2.0, size=(500, 200)).astype(float)
-    r, c, n = X.sum(axis=1), X.sum(axis=0), X.sum()
-    s = np.linalg.svd(X / np.sqrt(np.outer(r, c)), compute_uv=False)
-    assert s[0] == pytest.approx(1.0) and 0.9 < s[1] / noise_edge(500, 200, n) < 1.0
+    rows, cols, n = X.sum(axis=1), X.sum(axis=0), X.sum()
+    edge = noise_edge(rows, cols, np.random.default_rng(1))
+    assert edge / ((np.sqrt(500) + np.sqrt(200)) / np.sqrt(n) / 2) == pytest.approx(1.0, abs=0.03)
+    normalised = X / np.sqrt(np.outer(rows + rows.mean(), cols + cols.mean()))
+    assert 0.97 < np.linalg.svd(normalised, compute_uv=False)[1] / edge < 1.01
 
 
 def test_too_small_or_empty_matrices_give_no_partition():

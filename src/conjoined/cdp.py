@@ -488,7 +488,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         single rows (columns), and where the blocks are many and each row holds little of its block, the first
         steps away from one cluster lose posterior probability: 20 or 30 blocks on a 3,000 x 2,000 matrix of
         300,000 counts are then not found at all (nothing, or 2-5 of them, at 150 iterations), where the
-        spectral start finds them all. ``mode="paper"`` starts from one cluster.
+        spectral start finds them all. ``mode="paper"`` starts from one cluster, and so does a side read with the
+        multinomial likelihood: the edge is that of Poisson noise, and over-dispersed counts (what that likelihood
+        is chosen for: cells, documents) stand above it without blocks, so that side would start cut into pieces
+        (single-cell-like counts of 8 cell types: adjusted Rand 0.89 against 0.99 from one cluster).
 
     Attributes
     ----------
@@ -727,11 +730,15 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             row_index, col_index = row_index[fit_rows], col_index[fit_cols]
             core, fit_core, test_core = (part[fit_rows][:, fit_cols] for part in (core, fit_core, test_core))
         row_data, column_data = fit_core, sp.csr_matrix(fit_core.T)  # what each side's last mixture was fitted on
-        start = None  # the first mixtures' (row, column) starting labels; None: one cluster
-        if self.init == "spectral" and self.mode != "paper":
+        row_start = column_start = None  # the first mixtures' starting labels; None: one cluster
+        poisson_sides = [self.row_likelihood == "poisson", self.column_likelihood == "poisson"]
+        if self.init == "spectral" and self.mode != "paper" and any(poisson_sides):
             # generate_state leaves root_seed as it is: the seeds spawned below are those of a fit without it
             start = spectral_partition(fit_core, int(root_seed.generate_state(1)[0]))
-        row_start, column_start = (None, None) if start is None else start
+            if start is not None:
+                # the edge is Poisson noise's: over-dispersed counts, read as profiles on a multinomial side, stand
+                # above it without blocks, and that side would start cut into pieces
+                row_start, column_start = (labels if poisson else None for labels, poisson in zip(start, poisson_sides))
         fits = []  # (side, fitted DPMM) in the order of fitting
         with self._mixtures_client() as client:
             row_dpmm = self._fitted_dpmm("row", row_seed, row_data, fits, client, row_start)

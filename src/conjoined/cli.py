@@ -182,8 +182,8 @@ def _estimator_options(parser):
         "quasi-likelihood, for single-cell-like counts), 'none' keeps the mixtures' likelihoods as they are",
         choices=DISPERSIONS,
     )
-    add("--init", "init", "where the first mixtures start: 'spectral' from the partitions of the matrix's "
-        "singular vectors above the noise of Poisson counts, 'one' from one cluster", choices=INITS)
+    add("--init", "init", "where the first mixtures of Poisson sides start: 'spectral' from the partitions of the "
+        "matrix's singular vectors above the noise of Poisson counts, 'one' from one cluster", choices=INITS)
     add("--n-reassign", "n_reassign", "sweeps of the token reassignment", type=int, metavar="N")
     add("--mode", "mode", "'paper' runs the published pipeline: multinomial mixtures, no conjoined rounds (so not "
         "with --n-rounds, --dispersion or --init; the likelihoods are the refinement's)", choices=MODES)
@@ -799,7 +799,8 @@ def _aligned(X, given, fitted, axis, where):
         raise UserError(f"{where}: {len(missing)} of the fit's names missing (e.g. {str(missing[0])!r})")
     extra = len(given) - len(fitted)
     if extra:
-        example = next(name for name in given if name not in set(fitted))
+        fitted_names = set(fitted)
+        example = next(name for name in given if name not in fitted_names)
         warnings.warn(f"{where}: {extra} name(s) the fit does not have (e.g. {str(example)!r}) are left out")
     order = np.array([position[name] for name in fitted])
     return X[order] if axis == 0 else X[:, order]

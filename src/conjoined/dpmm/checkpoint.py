@@ -212,7 +212,14 @@ class Checkpointer:
         differ = [f"{key}: {saved.get(key)!r} in the file, {current.get(key)!r} now"
                   for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]
         if differ:
-            raise ValueError(f"checkpoint {self.path} was written with other parameters ({'; '.join(differ)}); "
+            start = ""
+            if saved.get("init_labels") != current.get("init_labels"):
+                # CDP's first mixtures: a fit started from one cluster (before the spectral start, or init="one")
+                # resumes with the start it was made with
+                start = (" (a CDP fit's first mixtures start from the matrix's spectrum by default: one begun from "
+                         "one cluster resumes with init='one', --init one; one begun from the spectrum with the "
+                         "default)")
+            raise ValueError(f"checkpoint {self.path} was written with other parameters ({'; '.join(differ)}){start}; "
                              "remove it or choose another checkpoint path")
 
     def resume(self, backend, rng, traces):

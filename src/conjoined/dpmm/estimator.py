@@ -350,7 +350,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         if init_labels is not None:
             init_labels = np.asarray(init_labels)
             if init_labels.shape != (n,) or init_labels.dtype.kind not in "iu":
-                raise ValueError(f"init_labels must be {n} integer labels, got shape {init_labels.shape}")
+                raise ValueError(f"init_labels must be {n} integer labels, got shape {init_labels.shape} of "
+                                 f"{init_labels.dtype}")
             _, first, init_labels = np.unique(init_labels, return_index=True, return_inverse=True)
             init_labels = np.argsort(np.argsort(first))[init_labels]  # numbered by first appearance
             settings = settings._replace(init_clusters=int(init_labels.max()) + 1)
