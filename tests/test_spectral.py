@@ -25,6 +25,10 @@ def test_planted_blocks_are_the_partition():
     assert adjusted_rand_score(row_truth, rows) == 1.0 and adjusted_rand_score(col_truth, cols) == 1.0
     # dense input, the same labels; the same seed, the same labels; shuffled rows, the same partition
     np.testing.assert_array_equal(spectral_partition(X, seed=0)[0], rows)
+    # one side asked for: its labels as when both are, none for the other
+    only_rows = spectral_partition(X, seed=0, sides=(True, False))
+    np.testing.assert_array_equal(only_rows[0], rows)
+    assert only_rows[1] is None
     order = np.random.default_rng(1).permutation(X.shape[0])
     assert adjusted_rand_score(rows[order], spectral_partition(X[order], seed=0)[0]) == 1.0
 

@@ -734,11 +734,11 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         poisson_sides = [self.row_likelihood == "poisson", self.column_likelihood == "poisson"]
         if self.init == "spectral" and self.mode != "paper" and any(poisson_sides):
             # generate_state leaves root_seed as it is: the seeds spawned below are those of a fit without it
-            start = spectral_partition(fit_core, int(root_seed.generate_state(1)[0]))
+            # the edge is Poisson noise's: over-dispersed counts, read as profiles on a multinomial side, stand above
+            # it without blocks, and that side would start cut into pieces
+            start = spectral_partition(fit_core, int(root_seed.generate_state(1)[0]), sides=poisson_sides)
             if start is not None:
-                # the edge is Poisson noise's: over-dispersed counts, read as profiles on a multinomial side, stand
-                # above it without blocks, and that side would start cut into pieces
-                row_start, column_start = (labels if poisson else None for labels, poisson in zip(start, poisson_sides))
+                row_start, column_start = start
         fits = []  # (side, fitted DPMM) in the order of fitting
         with self._mixtures_client() as client:
             row_dpmm = self._fitted_dpmm("row", row_seed, row_data, fits, client, row_start)

@@ -65,19 +65,21 @@ def noise_edge(row_totals, col_totals, rng, n_draws=NOISE_DRAWS):
     n_rows, n_cols = row_totals.size, col_totals.size
     counts = np.rint(row_totals).astype(np.int64)
     indptr = np.concatenate([[0], np.cumsum(counts)])
+    col_shares = col_totals / col_totals.sum()
     largest = 0.0
     for _ in range(n_draws):
-        columns = rng.choice(n_cols, size=int(indptr[-1]), p=col_totals / col_totals.sum())
+        columns = rng.choice(n_cols, size=int(indptr[-1]), p=col_shares)
         null = sp.csr_matrix((np.ones(columns.size), columns, indptr), shape=(n_rows, n_cols))
         null.sum_duplicates()
         largest = max(largest, float(_largest_singular_values(_normalised(null, row_totals, col_totals), 2, rng)[1][1]))
     return largest
 
 
-def spectral_partition(X, seed):
+def spectral_partition(X, seed, sides=(True, True)):
     """``(row_labels (n_rows,), column_labels (n_cols,))`` of a count matrix X (n_rows, n_cols), scipy.sparse or
     dense, or None where no singular value of its normalised matrix stands above the noise edge
-    (:func:`noise_edge`; the module docstring).
+    (:func:`noise_edge`; the module docstring). ``sides``: (rows, columns), whether to cluster each; a side not
+    asked for gets None (the other side's labels are the same either way).
 
     ``seed``: an integer, the seed of the noise's draw, of the singular vectors' start and of k-means. Rows and
     columns without counts are clustered with those nearest the origin. The same X and seed give the same labels,
@@ -102,8 +104,12 @@ def spectral_partition(X, seed):
         labels = []
         # the singular vectors over the square roots of the (regularised) totals: each item's profile in the
         # blocks' space
-        for vectors, totals in ((u[:, 1:n_spikes + 1], row_totals), (vt[1:n_spikes + 1].T, col_totals)):
+        for vectors, totals, wanted in ((u[:, 1:n_spikes + 1], row_totals, sides[0]),
+                                        (vt[1:n_spikes + 1].T, col_totals, sides[1])):
+            kmeans_seed = int(rng.integers(2**31))  # drawn either way: each side's seed is the same whatever is asked
+            if not wanted:
+                labels.append(None)
+                continue
             embedding = vectors / np.sqrt(totals + totals.mean())[:, None] * np.sqrt(n_tokens)
-            kmeans = KMeans(n_spikes + 1, n_init=KMEANS_INIT, random_state=int(rng.integers(2**31)))
-            labels.append(kmeans.fit_predict(embedding))
+            labels.append(KMeans(n_spikes + 1, n_init=KMEANS_INIT, random_state=kmeans_seed).fit_predict(embedding))
     return labels[0], labels[1]
