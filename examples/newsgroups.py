@@ -135,7 +135,7 @@ def run_configuration(name, data, n_iter, seed, outdir):
 
     pictures = outdir / name
     pictures.mkdir(parents=True, exist_ok=True)
-    for path in draw_pictures(pictures, data.data, model, data.row_names, None):
+    for path in draw_pictures(pictures, data.data, model, data.row_names, None, side_names=("word", "document")):
         print(f"saved {path}")
     return model
 

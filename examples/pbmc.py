@@ -174,6 +174,7 @@ def run_configuration(name, adata, n_iter, seed, outdir):
         fitted_view(adata, key),
         np.asarray(adata.var_names),
         np.asarray(adata.obs_names),
+        side_names=("gene", "cell"),
     )
     paths.append(pictures / "umap.png")
     umap_picture(adata, key, paths[-1])

@@ -1,5 +1,6 @@
 """conjoined.anndata.cdp: results in obs/var/obsm/varm/uns, .h5ad round trip, copy semantics, bad input."""
 
+import json
 import sys
 import warnings
 
@@ -363,6 +364,15 @@ def test_a_run_without_a_seed_records_the_one_it_drew(planted):
     _assert_same_results(adata, again)
 
 
+def test_a_run_with_a_checkpoint_and_no_seed_records_the_folders(planted, tmp_path):
+    adata, _, _, _ = planted
+    resumable = cdp(adata, copy=True, n_iter=30, checkpoint=tmp_path / "ckpt")
+    seed = resumable.uns["cdp"]["params"]["random_state"]
+    assert seed == json.loads((tmp_path / "ckpt" / "seed.json").read_text())["entropy"]
+    assert resumable.uns["cdp"]["params"].pop("checkpoint") == str(tmp_path / "ckpt")
+    _assert_same_results(resumable, cdp(adata, copy=True, n_iter=30, random_state=seed))
+
+
 def test_an_unknown_parameter_is_named_with_the_call(planted):
     adata, _, _, _ = planted
     with pytest.raises(TypeError, match=r"conjoined\.anndata\.cdp\(\) got 'n_iters', not a parameter of "
@@ -515,6 +525,25 @@ def test_new_cells_never_overwrite_results_of_cdp(halves):
     predict_cells(reference, reference, key_added="again")  # the user's choice: new keys beside the fit's
     _assert_same_results(reference, kept)
     np.testing.assert_array_equal(reference.obs["again_cluster"], reference.obs["cdp_cluster"])
+
+
+def test_new_genes_beside_a_copy_of_the_fit(halves):
+    """The tutorial's recipe: predict_genes(adata.raw.to_adata(), adata), the copy holding the fit's results for
+    its cells and none for its genes; another fit's results, or the fitted genes' own, are still refused."""
+    reference = halves[1].copy()
+    reference.raw = reference.copy()
+    all_genes = reference.raw.to_adata()
+    del all_genes.var["cdp_cluster"]  # .raw set before the fit, as scanpy's workflows set it, has no gene results
+    predict_genes(all_genes, reference)
+    np.testing.assert_array_equal(all_genes.obs["cdp_cluster"], reference.obs["cdp_cluster"])  # left as it was
+    assert all_genes.var["cdp_cluster"].notna().all()
+    with pytest.raises(ValueError, match="adata.uns holds 'cdp', results of conjoined.anndata.cdp"):
+        predict_genes(all_genes, reference)  # now its genes have clusters that would be replaced
+    other = reference.raw.to_adata()
+    del other.var["cdp_cluster"]
+    other.uns["cdp"] = {**other.uns["cdp"], "theta": other.uns["cdp"]["theta"] + 1}
+    with pytest.raises(ValueError, match="adata.uns holds 'cdp', results of conjoined.anndata.cdp"):
+        predict_genes(other, reference)
 
 
 def test_renamed_clusters_are_read_by_their_codes_and_named_in_the_new_items(halves):

@@ -12,6 +12,7 @@ import pytest
 from mixtures import DATA, count_mixture
 
 import conjoined
+from conjoined.cdp import repeatable_params
 from conjoined.dpmm import estimator, sampler
 
 PARAMS = {"n_iter": 24, "random_state": 5, "n_shards": 4, "warmup": 12}
@@ -220,8 +221,10 @@ def test_cdp_without_a_seed_records_its_seed_in_the_checkpoint_folder(tmp_path, 
         with pytest.raises(Interrupted):
             conjoined.CDP(checkpoint=directory, **params).fit(X)
     entropy = json.loads((directory / "seed.json").read_text())["entropy"]
+    assert 0 <= entropy < 2**31  # an int seed, storable anywhere: given as random_state it repeats the fit
     resumed = conjoined.CDP(checkpoint=directory, **params).fit(X)
-    expected = conjoined.CDP(random_state=np.random.SeedSequence(entropy), **params).fit(X)
+    assert repeatable_params(resumed)["random_state"] == entropy and resumed.random_state is None
+    expected = conjoined.CDP(random_state=entropy, **params).fit(X)
     for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
     assert_same_fit(expected.row_dpmm_, resumed.row_dpmm_)

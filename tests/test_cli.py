@@ -776,6 +776,40 @@ def test_outdir_replacing_an_input_or_the_current_directory_is_refused_before_th
     assert _contents(tmp_path) == before
 
 
+def test_outdir_inside_an_input_folder_is_refused_before_the_fit(planted, tmp_path, capsys, monkeypatch):
+    X, genes, cells, _, _ = planted
+    (folder,), _ = _write_10x(tmp_path, X, genes, cells)
+    before = _contents(tmp_path)
+    monkeypatch.setattr(cli.ConjoinedDirichletProcess, "_fit", _must_not_fit)
+    status, _, err = _run(["fit", folder, "-o", folder / "results", *FAST, "--no-plots"], capsys)
+    assert status == 2 and err.count("\n") == 1
+    assert f"must not be inside the input folder {folder}" in err, err
+    assert _contents(tmp_path) == before
+
+
+def test_checkpoint_resumes_and_its_seed_is_recorded(planted, reference, tmp_path, capsys):
+    """--checkpoint without --seed: the folder keeps the seed the first run drew, params.json records it, the
+    same command resumes from the folder (finished: the same fit), and --seed with that seed repeats it without
+    the folder."""
+    quick = ["--n-iter", "30", "--quiet", "--no-plots"]
+    matrix, folder = reference / "matrix.npz", tmp_path / "ckpt"
+    assert _run(["fit", matrix, "-o", tmp_path / "a", "--checkpoint", folder, *quick], capsys)[0] == 0
+    seed = json.loads((folder / "seed.json").read_text())["entropy"]
+    params = json.loads((tmp_path / "a" / "params.json").read_text())["estimator"]
+    assert params["random_state"] == seed and params["checkpoint"] == str(folder)
+    assert _run(["fit", matrix, "-o", tmp_path / "b", "--checkpoint", folder, *quick], capsys)[0] == 0
+    assert _run(["fit", matrix, "-o", tmp_path / "c", "--seed", str(seed), *quick], capsys)[0] == 0
+    first = (tmp_path / "a" / "biclusters.json").read_bytes()
+    assert (tmp_path / "b" / "biclusters.json").read_bytes() == first
+    assert (tmp_path / "c" / "biclusters.json").read_bytes() == first
+    (tenx,), _ = _write_10x(tmp_path, *planted[:3])
+    for given, inside, what in ((matrix, tmp_path / "d" / "ckpt", "the output directory"),
+                                (tenx, tenx / "ckpt", f"the input {tenx}")):
+        status, _, err = _run(["fit", given, "-o", tmp_path / "d", "--checkpoint", inside, *quick], capsys)
+        assert status == 2 and f"must not be, or be inside, {what}" in err, err
+        assert not (tmp_path / "d").exists() and not inside.exists()
+
+
 def test_out_of_memory_is_one_line_and_no_outdir(reference, tmp_path, capsys, monkeypatch):
     def fit(self, X, **kwargs):
         raise MemoryError("Unable to allocate 7.28 TiB for an array with shape (1000000000000,)")

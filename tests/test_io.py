@@ -389,6 +389,28 @@ def test_10x_folder_leaves_out_features_other_than_gene_expression(tmp_path, cou
         read_matrix(tmp_path)
 
 
+def test_10x_folder_without_names_files_warns_and_its_matrix_file_reads_as_the_folder(tmp_path, counts):
+    X, genes, cells = counts
+    scipy.io.mmwrite(tmp_path / "matrix.mtx", sp.coo_matrix(X))
+    with pytest.warns(UserWarning, match=r"no features\.tsv\(\.gz\) or genes\.tsv\(\.gz\) and no "
+                                         r"barcodes\.tsv\(\.gz\): its genes and cells are unnamed"):
+        assert read_matrix(tmp_path).row_names is None
+    (tmp_path / "features.tsv").write_text("".join(f"ENSG{i}\t{g}\tGene Expression\n" for i, g in enumerate(genes)))
+    with pytest.warns(UserWarning, match=r"no barcodes\.tsv\(\.gz\): its cells are unnamed"):
+        read_matrix(tmp_path)
+    (tmp_path / "barcodes.tsv").write_text("".join(f"{c}\n" for c in cells))
+    # the folder's matrix file, named as the input: the folder, names and all (a bare .mtx has none)
+    result = read_matrix(tmp_path / "matrix.mtx")
+    assert result.source_format == "10x"
+    np.testing.assert_array_equal(result.row_names, genes)
+    np.testing.assert_array_equal(result.column_names, cells)
+    # a features file given as row names: the symbols, as the folder's reader takes them
+    shutil.copy(tmp_path / "matrix.mtx", tmp_path / "alone.mtx")
+    named = read_matrix(tmp_path / "alone.mtx", row_names=tmp_path / "features.tsv")
+    assert named.source_format == "mtx"
+    np.testing.assert_array_equal(named.row_names, genes)
+
+
 def test_folder_without_matrix(tmp_path):
     with pytest.raises(ValueError, match="10x output"):
         read_matrix(tmp_path)
@@ -789,6 +811,7 @@ def test_atomic_output_dir_asks_replaceable_before_the_block(tmp_path):
         ("names", ["in.csv", "names/rows.txt"], "must not be, or hold, the input names/rows.txt"),
         ("names", ["alias.csv"], "must not be, or hold, the input alias.csv"),  # a symlink into names
         ("names", ["names/link.csv"], "must not be, or hold, the input names/link.csv"),  # a symlink in names
+        ("names/out", ["names"], "must not be inside the input folder names"),  # a 10x folder, say
         (".", [], "must not be the current directory"),
         ("", [], "the output directory name is empty"),
     ],

@@ -1,3 +1,4 @@
+import itertools
 import subprocess
 import sys
 import types
@@ -12,7 +13,9 @@ matplotlib.use("Agg")
 import matplotlib.image
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
+from sklearn.exceptions import NotFittedError
 
+from conjoined import CDP
 from conjoined.datasets import load_20news_w100, make_cdp_case
 from conjoined.plot import block_label, plot_biclusters, plot_k_trace, plot_membership, plot_theta
 
@@ -70,6 +73,35 @@ def case2():
     row_labels = _labels_from_truth(rows)
     row_labels[np.flatnonzero(row_labels == 2)[:2]] = -1  # rows set aside go last
     return X, _model(row_labels, _labels_from_truth(columns), rows, columns)
+
+
+@pytest.fixture
+def many_clusters():
+    """A fit of 36 row clusters (the first 20 of 1-3 rows, the rest of 20-59) and 36 column clusters of 5-39
+    columns, 30 biclusters: the tick labels of every picture would overlap."""
+    rng = np.random.default_rng(0)
+    row_labels = np.repeat(np.arange(36), np.r_[rng.integers(1, 4, 20), rng.integers(20, 60, 16)])
+    column_labels = np.repeat(np.arange(36), rng.integers(5, 40, 36))
+    rows = np.stack([row_labels == k for k in range(30)])
+    columns = np.stack([column_labels == k for k in range(30)])
+    X = rng.poisson(1.0, (row_labels.size, column_labels.size))
+    return X, _model(row_labels, column_labels, rows, columns)
+
+
+def _drawn_tick_labels(figure):
+    """``{(axes index, "x" or "y"): texts}`` of the tick labels drawn (Agg), once checked that no two labels of an
+    axis overlap."""
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    drawn = {}
+    for a, ax in enumerate(figure.axes):
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [label for label in axis.get_ticklabels() if label.get_visible() and label.get_text()]
+            for first, second in itertools.combinations(labels, 2):
+                assert not first.get_window_extent(renderer).overlaps(second.get_window_extent(renderer)), (
+                    f"axes {a}, {axis.axis_name} axis: {first.get_text()!r} overlaps {second.get_text()!r}")
+            drawn[a, axis.axis_name] = [label.get_text() for label in labels]
+    return drawn
 
 
 def _heatmap(figure):
@@ -170,9 +202,9 @@ def test_biclusters_the_strongest_marked(max_biclusters, marked):
     rows, columns = np.eye(14, dtype=bool), np.ones((14, 6), bool)
     figure = plot_biclusters(X, _model(labels, np.zeros(6, int), rows, columns), max_biclusters=max_biclusters)
     entries = [t.get_text() for t in figure.legends[0].get_texts()]
-    assert entries == [f"bicluster {b}: 1 rows x 6 columns ({b}, {b})" for b in range(marked)]
-    assert _title(figure) == ("14 x 6 matrix, 14 bicluster(s)" if marked == 14 else
-                              f"14 x 6 matrix, 14 biclusters, the {marked} strongest marked")
+    assert entries == [f"bicluster {b}: 1 row x 6 columns ({b}, {b})" for b in range(marked)]
+    assert _title(figure) == ("14 rows x 6 columns, 14 bicluster(s)" if marked == 14 else
+                              f"14 rows x 6 columns, 14 biclusters, the {marked} strongest marked")
 
 
 def test_all_of_many_biclusters_fit_in_a_taller_figure(tmp_path, recwarn):
@@ -193,8 +225,11 @@ def test_all_of_many_biclusters_fit_in_a_taller_figure(tmp_path, recwarn):
         box = text.get_window_extent()
         assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
     assert _heatmap(figure).get_window_extent().height > 0.8 * 3.88 * figure.dpi  # 3.88 in with ten biclusters
-    column_strip = next(ax for ax in figure.axes if ax.get_ylabel() == "bicluster")
-    assert [t.get_text() for t in column_strip.get_yticklabels()] == [str(b) for b in range(0, 80, 8)]
+    # the strips number every m-th bicluster, as many as their length holds
+    strip_labels = _drawn_tick_labels(figure)[figure.axes.index(next(
+        ax for ax in figure.axes if ax.get_ylabel() == "bicluster")), "y"]
+    step = int(strip_labels[1])
+    assert strip_labels == [str(b) for b in range(0, 80, step)] and step > 1
     colors = [tuple(handle.get_color()) for handle in figure.legends[0].legend_handles]
     assert len(set(colors[:60])) == 60  # tab10 repeated after ten
 
@@ -220,9 +255,107 @@ def test_bad_arguments_are_named_and_leave_no_figure_open(plot, options, message
     with pytest.raises(ValueError, match=message):
         plot_biclusters(X, model, **options) if plot == "biclusters" else plot_membership(model, **options)
     assert plt.get_fignums() == []
-    with pytest.raises(AttributeError):
+    with pytest.raises(TypeError, match="got object without row_dpmm_, column_dpmm_"):
         plot_k_trace(object())
     assert plt.get_fignums() == []
+
+
+@pytest.mark.parametrize("plot", ["biclusters", "k_trace", "theta", "membership"])
+def test_tick_labels_never_overlap(plot, many_clusters):
+    """36 clusters a side, 20 of them a few rows each, and all 30 biclusters: every picture's tick labels are
+    thinned to those that fit (cluster ids "1011121314..." ran together), none overlapping when drawn."""
+    X, model = many_clusters
+    figure = {
+        "biclusters": lambda: plot_biclusters(X, model, max_biclusters=None),
+        "k_trace": lambda: plot_k_trace(model),
+        "theta": lambda: plot_theta(model),
+        "membership": lambda: plot_membership(model),
+    }[plot]()
+    drawn = _drawn_tick_labels(figure)
+    if plot == "k_trace":
+        return
+    # the cluster ids: every m-th of evenly spaced ones, never all 36
+    columns = drawn[0, "x"]
+    assert columns[0] == "0" and 1 < len(columns) < 36
+    if plot != "biclusters":
+        step = int(columns[1])
+        assert columns == [str(l) for l in range(0, 36, step)]
+    else:
+        # uneven clusters: the wide ones first (each of rows 20-35 is labelled), few of the 20 small ones
+        rows = [int(label) for label in drawn[0, "y"]]
+        assert set(range(20, 36)) <= set(rows) and len(set(rows) & set(range(20))) < 5
+        strips = [drawn[a, side] for a, side in ((1, "y"), (2, "x"))]
+        assert all(labels[0] == "0" and 1 < len(labels) < 30 for labels in strips)
+
+
+def test_tick_labels_all_kept_when_they_fit(case2, many_clusters):
+    _, model = many_clusters
+    drawn = _drawn_tick_labels(plot_theta(model, figsize=(16, 16)))
+    assert drawn[0, "x"] == drawn[0, "y"] == [str(k) for k in range(36)]
+    X, model = case2
+    drawn = _drawn_tick_labels(plot_membership(model))
+    assert (drawn[0, "x"], drawn[1, "x"]) == (["0", "1", "2"], ["0", "1"])
+    assert drawn[0, "y"] == ["0", "1", "2", "–"]  # the rows set aside last
+    drawn = _drawn_tick_labels(plot_biclusters(X, model))
+    assert drawn[0, "y"] == ["0", "1", "2", "–"] and drawn[0, "x"] == drawn[1, "y"] == drawn[2, "x"] == ["0", "1"]
+    # named columns stand upright, all 20
+    figure = plot_biclusters(X, model, column_names=[f"column {j}" for j in range(20)])
+    assert len(_drawn_tick_labels(figure)[0, "x"]) == 20
+    assert {label.get_rotation() for label in _heatmap(figure).get_xticklabels()} == {90.0}
+
+
+def test_side_names_name_the_sides(case2):
+    X, model = case2
+    sides = {"side_names": ("gene", "cell")}
+    heatmap = _heatmap(figure := plot_biclusters(X, model, **sides))
+    assert heatmap.get_ylabel() == "genes, sorted by gene cluster"
+    assert heatmap.get_xlabel() == "cells, sorted by cell cluster"
+    assert _title(figure) == "20 genes x 20 cells, 2 bicluster(s)"
+    assert figure.legends[0].get_texts()[0].get_text() == "bicluster 0: 4 genes x 4 cells (0, 0)"
+    assert [ax.get_title() for ax in plot_k_trace(model, **sides).axes[:2]] == ["Gene DPMM", "Cell DPMM"]
+    theta = plot_theta(model, **sides).axes[0]
+    assert (theta.get_ylabel(), theta.get_xlabel()) == ("gene cluster k", "cell cluster l")
+    assert theta.get_title().startswith("θ: joint probability of gene and cell clusters")
+    titles = [ax.get_title() for ax in plot_membership(model, **sides).axes[:2]]
+    assert titles == ["Gene membership (20 genes x 3 clusters)", "Cell membership (20 cells x 2 clusters)"]
+
+
+PLOTS = {
+    "biclusters": lambda model, X, **options: plot_biclusters(X, model, **options),
+    "k_trace": lambda model, X, **options: plot_k_trace(model, **options),
+    "theta": lambda model, X, **options: plot_theta(model, **options),
+    "membership": lambda model, X, **options: plot_membership(model, **options),
+}
+
+
+@pytest.mark.parametrize("plot", PLOTS)
+def test_every_plot_checks_its_model(plot, case2):
+    X, model = case2
+    plt.close("all")
+    with pytest.raises(NotFittedError, match="ConjoinedDirichletProcess instance is not fitted yet"):
+        PLOTS[plot](CDP(), X)
+    with pytest.raises(TypeError, match=r"model must be a fitted CDP or an object with its fitted attributes \(.*"
+                                        r"\), got NoneType without "):
+        PLOTS[plot](None, X)
+    anndata = pytest.importorskip("anndata")
+    with pytest.raises(TypeError, match=r"got AnnData without .*pass conjoined.anndata.fitted_view\(adata\)"):
+        PLOTS[plot](anndata.AnnData(np.asarray(X).T), X)
+    for bad in ["gene", ("gene",), ("gene", 2)]:
+        with pytest.raises(ValueError, match="side_names must be a pair of str"):
+            PLOTS[plot](model, X, side_names=bad)
+    assert plt.get_fignums() == []
+
+
+def test_biclusters_names_a_matrix_that_is_not_one(case2):
+    X, model = case2
+    anndata = pytest.importorskip("anndata")
+    with pytest.raises(TypeError, match=r"X is an AnnData object.*adata\.X\.T"):
+        plot_biclusters(anndata.AnnData(X.T), model)
+    with pytest.raises(ValueError, match="X.T has the fitted shape: pass X.T"):
+        plot_biclusters(X[:15].T, types.SimpleNamespace(**{**vars(model), "row_labels_": model.row_labels_[:15],
+                                                             "rows_": model.rows_[:, :15]}))
+    with pytest.raises(ValueError, match="must be 2-dimensional"):
+        plot_biclusters(X[0], model)
 
 
 def test_biclusters_shape_mismatch(case2):
@@ -304,8 +437,13 @@ def test_20news_figure(tmp_path):
     model = _model(row_labels, news.column_groups, rows, columns)
     figure = plot_biclusters(news.data, model, row_names=news.row_names)
     assert _heatmap(figure).images[0].get_array().shape == (100, 2000)
-    assert len(_heatmap(figure).get_yticklabels()) == 100
     assert _saved_png_shape(figure, tmp_path / "news.png", dpi=100) == (650, 900)
+    # the 100 names do not fit 6.5 inches: every other one is shown; in a figure tall enough, all are
+    heatmap = figure.axes.index(_heatmap(figure))
+    names = news.row_names[np.argsort(row_labels, kind="stable")].tolist()
+    assert _drawn_tick_labels(figure)[heatmap, "y"] == names[::2]
+    tall = plot_biclusters(news.data, model, row_names=news.row_names, figsize=(9, 12))
+    assert _drawn_tick_labels(tall)[heatmap, "y"] == names
 
 
 def test_importing_does_not_need_matplotlib():

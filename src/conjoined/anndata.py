@@ -6,6 +6,7 @@ cells its columns. The matrix is transposed without densifying. Needs anndata an
 
 from __future__ import annotations
 
+import os
 import warnings
 from types import MappingProxyType, SimpleNamespace
 from typing import NamedTuple
@@ -21,6 +22,7 @@ from .cdp import (
     _cluster_masks,
     bicluster_members,
     pair_cluster_masks,
+    repeatable_params,
 )
 from .dpmm.estimator import fresh_seed
 from .predict import SideClassifier, cluster_probabilities, label_probabilities, most_probable
@@ -139,14 +141,16 @@ def _k_posterior(posterior):
 
 
 def _storable_params(params):
-    """Estimator parameters as .h5ad-writable values: None is left out, other non-scalars become their
-    repr."""
+    """Estimator parameters as .h5ad-writable values: None is left out, a path becomes its str, other
+    non-scalars their repr."""
     storable = {}
     for name, value in params.items():
         if value is None:
             continue
         if isinstance(value, np.generic):
             value = value.item()
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
         storable[name] = value if isinstance(value, (bool, int, float, str)) else repr(value)
     return storable
 
@@ -201,8 +205,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
           ``"b"`` -> array of names, highest membership first), ``theta`` (K_r, K_c), ``gene_k_posterior`` and
           ``cell_k_posterior`` (``K``, ``probability`` arrays), ``gene_k_trace`` and ``cell_k_trace`` (K at
           each iteration of the last mixture run of each side), and ``params`` (the estimator's parameters,
-          those left at None omitted, plus ``layer`` / ``use_raw``). Without ``random_state`` (and without
-          ``checkpoint``) a seed is drawn at random and recorded there, so that the run can be repeated; a
+          those left at None omitted, plus ``layer`` / ``use_raw``). Without ``random_state`` a seed is drawn at
+          random (with ``checkpoint``, the folder's) and recorded there, so that the run can be repeated; a
           Generator or RandomState is recorded by its repr only. ``cell_classifier`` and ``gene_classifier``:
           what :func:`predict_cells` and :func:`predict_genes` need (CDP's ``column_classifier_`` and
           ``row_classifier_`` without the other side's clusters, which are ``var`` / ``obs[f"{key}_cluster"]``,
@@ -293,7 +297,7 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         "cell_k_posterior": _k_posterior(model.column_k_posterior_),
         "gene_k_trace": np.asarray(model.row_dpmm_.n_clusters_trace_, dtype=np.int64),
         "cell_k_trace": np.asarray(model.column_dpmm_.n_clusters_trace_, dtype=np.int64),
-        "params": {**_storable_params(model.get_params()), **run, "use_raw": use_raw},
+        "params": {**_storable_params(repeatable_params(model)), **run, "use_raw": use_raw},
         "gene_cluster_sizes": _cluster_sizes(model.block_row_labels_, model.n_row_clusters_),
         "cell_cluster_sizes": _cluster_sizes(model.block_column_labels_, model.n_column_clusters_),
         "cell_classifier": _storable_classifier(model.column_classifier_),
@@ -409,8 +413,9 @@ def _over_fitted(matrix, given, fitted, side, where):
     if missing:
         raise ValueError(
             f"{len(missing)} of the reference's {len(fitted)} {side.other}s are not in {where}'s {side.other}s "
-            f"(e.g. {str(missing[0])!r}): new {side.name}s are classified over every fitted {side.other}; "
-            f"{side.other}s dropped from the new data for having no counts there must be put back as zeros")
+            f"(e.g. {str(missing[0])!r}): new {side.name}s are classified over every fitted {side.other}. "
+            f"{side.other.capitalize()}s measured but dropped (for having no counts, say) can be put back as zeros; "
+            f"data that never measured them cannot be classified against this reference")
     order = np.array([position[name][0] for name in fitted], dtype=np.int64)
     return matrix[:, order] if side.axis == 0 else matrix[order].T
 
@@ -442,6 +447,21 @@ def _side_categories(reference, side, key, n_clusters):
         return numbers
 
 
+def _same_results(stored, other):
+    """Whether two ``uns`` entries hold the same results (nested dicts of arrays, DataFrames and scalars), as a
+    copy of an AnnData (``adata.raw.to_adata()``, ``adata[:, genes].copy()``) holds its fit's."""
+    if isinstance(stored, dict) or isinstance(other, dict):
+        return (isinstance(stored, dict) and isinstance(other, dict) and stored.keys() == other.keys()
+                and all(_same_results(stored[name], other[name]) for name in stored))
+    if hasattr(stored, "equals"):  # pandas
+        return type(stored) is type(other) and stored.equals(other)
+    if isinstance(stored, np.ndarray) or isinstance(other, np.ndarray):
+        stored, other = np.asarray(stored), np.asarray(other)
+        return (stored.shape == other.shape and stored.dtype.kind == other.dtype.kind
+                and np.array_equal(stored, other, equal_nan=stored.dtype.kind in "fc"))
+    return type(stored) is type(other) and stored == other
+
+
 def _predict(adata, reference, side, key, key_added, layer, use_raw, copy):
     """:func:`predict_cells` and :func:`predict_genes`: ``side`` is ``_SIDES["cell"]`` or ``_SIDES["gene"]``."""
     anndata, pandas = _require_anndata()
@@ -451,7 +471,11 @@ def _predict(adata, reference, side, key, key_added, layer, use_raw, copy):
     _check_key(key, "key")
     key_added = key if key_added is None else key_added
     _check_key(key_added)
-    if key_added in adata.uns:
+    # A copy of the reference's AnnData (adata.raw.to_adata(): its cells and their results, all genes) holds the
+    # fit's results; new genes' clusters written beside them are the same fit's, so long as no item's are replaced.
+    copied = (key_added == key and _same_results(adata.uns.get(key_added), reference.uns.get(key))
+              and f"{key_added}_cluster" not in getattr(adata, side.frame))
+    if key_added in adata.uns and not copied:
         raise ValueError(f"adata.uns holds {key_added!r}, results of conjoined.anndata.cdp that new {side.name}s' "
                          f"clusters would overwrite in part: pass key_added= another prefix")
     copy = check_bool(copy, "copy")

@@ -99,6 +99,7 @@ from .fit_folder import (
     draw_pictures,
     fitted_parameters,
     load_fit,
+    side_names_of,
     write_fit,
 )
 from .io import (
@@ -197,6 +198,15 @@ def _estimator_options(parser):
     )
     add("--n-jobs", "n_jobs", "threads of the DP mixtures", "every core", type=int, metavar="N")
     add(
+        "--checkpoint",
+        "checkpoint",
+        "folder where the DP mixtures keep their checkpoints: the same command started again after an "
+        "interruption resumes there (without --seed, the seed drawn by the first run is kept in the folder and "
+        "recorded in params.json)",
+        "none",
+        metavar="DIR",
+    )
+    add(
         "--backend",
         "backend",
         "where the DP mixtures' data passes run: 'dask' on a Dask cluster, an embedded local one unless "
@@ -269,7 +279,8 @@ def _reading_options(parser, transposed, read):
                         "file; a numeric column that looks like identifiers is refused until this says which)")
     parser.add_argument("--row-names", metavar="FILE",
                         help=f"text file with one name a line for the rows of INPUT (with --transpose, the columns "
-                        f"{read})")
+                        f"{read}); tab-separated lines give their first field, a 10x features.tsv or genes.tsv its "
+                        "second, the gene symbol")
     parser.add_argument("--column-names", metavar="FILE",
                         help=f"text file with one name a line for the columns of INPUT (with --transpose, the rows "
                         f"{read})")
@@ -485,7 +496,8 @@ def _estimator_from_args(args, single_cell=False):
         raise UserError(f"--address {given['address']} is a Dask scheduler address: it needs --backend dask")
     if given.get("random_state", 0) < 0:
         raise UserError(f"--seed must be >= 0, got {given['random_state']}")
-    given.setdefault("random_state", fresh_seed())
+    if given.get("checkpoint") is None:  # with one, the folder keeps the seed its first run drew
+        given.setdefault("random_state", fresh_seed())
     model = ConjoinedDirichletProcess(verbose=not args.quiet, **given)
     try:
         model._check_params()
@@ -534,6 +546,17 @@ def _draw_into_files():
         matplotlib.use("Agg")
 
 
+def _check_checkpoint_folder(checkpoint, outdir, inputs):
+    """UserError where the --checkpoint folder lies in the output directory (which the results replace) or is,
+    or lies in, an input."""
+    folder = Path(os.path.realpath(checkpoint))
+    for other, what in [(outdir, "the output directory"), *((path, f"the input {path}") for path in inputs)]:
+        location = Path(os.path.realpath(other))
+        if folder == location or location in folder.parents:
+            raise UserError(f"--checkpoint {checkpoint} must not be, or be inside, {what}: choose a folder of its "
+                            "own")
+
+
 def _run_fit(args, argv):
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         raise UserError("the pictures need matplotlib: pip install matplotlib, or pass --no-plots")
@@ -542,6 +565,8 @@ def _run_fit(args, argv):
     X, row_names, column_names, matrix = _read_input(args)
     model = _estimator_from_args(args, single_cell=matrix.source_format in SINGLE_CELL_FORMATS)
     inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
+    if args.checkpoint is not None:
+        _check_checkpoint_folder(args.checkpoint, args.outdir, inputs)
     with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
                            replaceable=check_replaceable_fit) as staging:
         model._fit(X)
@@ -857,11 +882,21 @@ def _run_predict(args, argv):
 def _run_plot(args, argv):
     X, model = load_fit(args.outdir)
     _draw_into_files()
-    for path in draw_pictures(
-        Path(args.outdir), X, model, model.row_names, model.column_names, fmt=args.format, dpi=args.dpi
-    ):
+    side_names = side_names_of(_recorded_input_format(args.outdir))
+    for path in draw_pictures(Path(args.outdir), X, model, model.row_names, model.column_names, fmt=args.format,
+                              dpi=args.dpi, side_names=side_names):
         print(path)
     return 0
+
+
+def _recorded_input_format(outdir):
+    """The input format params.json records for a fit's folder (``input.format``); None for a fit made in Python
+    or a params.json that does not say."""
+    try:
+        source = json.loads((Path(outdir) / "params.json").read_text(encoding="utf-8")).get("input")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return source.get("format") if isinstance(source, dict) else None
 
 
 # ---------------------------------------------------------------------------------------------------- main

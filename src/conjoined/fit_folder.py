@@ -21,6 +21,7 @@ from .cdp import (
     bicluster_members,
     fitted_classifiers,
     pair_cluster_masks,
+    repeatable_params,
 )
 from .io import (
     atomic_output_dir,
@@ -201,10 +202,18 @@ def _heatmap_figsize(n_rows):
     return width, height
 
 
-def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=PICTURE_DPI):
+def side_names_of(source_format):
+    """What the rows and columns of a matrix read from ``source_format`` (``LabeledMatrix.source_format``; None
+    for a fit made in Python) are called in pictures: genes and cells for single-cell input (.h5ad, 10x)."""
+    return ("gene", "cell") if source_format in ("h5ad", "10x") else ("row", "column")
+
+
+def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=PICTURE_DPI,
+                  side_names=("row", "column")):
     """Write heatmap, k_trace, theta and membership pictures of a fitted model into ``outdir``; returns paths.
 
     The heatmap outlines the ``HEATMAP_MAX_BICLUSTERS`` strongest biclusters (all are in biclusters.json).
+    ``side_names``: what the rows and the columns are called on the pictures, such as ``("gene", "cell")``.
     """
     plt = _pyplot()
     drawers = {
@@ -215,10 +224,11 @@ def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=P
             column_names=column_names,
             max_biclusters=HEATMAP_MAX_BICLUSTERS,
             figsize=_heatmap_figsize(X.shape[0]),
+            side_names=side_names,
         ),
-        "k_trace": lambda: plot_k_trace(model),
-        "theta": lambda: plot_theta(model),
-        "membership": lambda: plot_membership(model),
+        "k_trace": lambda: plot_k_trace(model, side_names=side_names),
+        "theta": lambda: plot_theta(model, side_names=side_names),
+        "membership": lambda: plot_membership(model, side_names=side_names),
     }
     paths = []
     for name in PICTURES:
@@ -308,11 +318,12 @@ def write_fit(folder, model, X, row_names, column_names, *, source=None, command
             "conjoined_version": __version__,
             "command": command,
             "input": source,
-            "estimator": {name: value for name, value in model.get_params().items() if name != "verbose"},
+            "estimator": {name: value for name, value in repeatable_params(model).items() if name != "verbose"},
         },
     )
     if pictures:
-        draw_pictures(folder, X, model, row_names, column_names)
+        draw_pictures(folder, X, model, row_names, column_names,
+                      side_names=side_names_of(None if source is None else source["format"]))
 
 
 def load_fit(outdir, needed=("matrix.npz", "model.npz")):

@@ -144,9 +144,18 @@ def _names_of(fields, path, *, field=0, lines=None):
     return unique_names(names, f"{path}")
 
 
-def _read_name_file(path, *, field=0):
+# The files of a 10x folder: its matrix, and its features (genes) and barcodes, in the order they are looked for.
+_10X_MATRIX = ("matrix.mtx.gz", "matrix.mtx")
+_10X_FEATURES = ("features.tsv.gz", "features.tsv", "genes.tsv.gz", "genes.tsv")
+_10X_BARCODES = ("barcodes.tsv.gz", "barcodes.tsv")
+
+
+def _read_name_file(path, *, field=None):
     """Names from a text file (``.gz`` allowed), one per line; tab-separated lines give their ``field``-th entry
-    (the first one when the line is shorter)."""
+    (the first one when the line is shorter). By default the first, but the second (the gene symbol) of a 10x
+    features file (``features.tsv``, ``genes.tsv``), as :func:`_read_10x` names a folder's genes."""
+    if field is None:
+        field = 1 if Path(path).name in _10X_FEATURES else 0
     return _names_of(_read_fields(path), path, field=field)
 
 
@@ -178,7 +187,7 @@ def _names_argument(names, expected, *, what, path):
 
 
 def _format_of(path):
-    if path.is_dir():
+    if path.is_dir() or _is_10x_matrix(path):
         return "10x"
     lower = path.name.lower()
     for suffix in sorted(_SUFFIXES, key=len, reverse=True):
@@ -371,6 +380,11 @@ def _read_mtx(path):
         raise ValueError(f"{path}: cannot parse as MatrixMarket ({_one_line(exc)})") from None
 
 
+def _is_10x_matrix(path):
+    """Whether ``path`` is the matrix file of a 10x folder (beside a features or genes file)."""
+    return path.name in _10X_MATRIX and _first_existing(path.parent, _10X_FEATURES) is not None
+
+
 def _first_existing(folder, names):
     for name in names:
         if (folder / name).is_file():
@@ -394,12 +408,12 @@ def _read_10x(folder):
     and barcodes.tsv(.gz). Features of other types than "Gene Expression" (antibody capture, CRISPR guides, ...:
     the third column of features.tsv) are left out with a warning, as ``scanpy.read_10x_mtx`` leaves them out:
     their counts are on other scales. A folder without gene expression features keeps all of them."""
-    matrix_path = _first_existing(folder, ["matrix.mtx.gz", "matrix.mtx"])
+    matrix_path = _first_existing(folder, _10X_MATRIX)
     if matrix_path is None:
         raise ValueError(f"{folder}: a folder must be a 10x output with matrix.mtx or matrix.mtx.gz")
     X = _read_mtx(matrix_path)
-    features = _first_existing(folder, ["features.tsv.gz", "features.tsv", "genes.tsv.gz", "genes.tsv"])
-    barcodes = _first_existing(folder, ["barcodes.tsv.gz", "barcodes.tsv"])
+    features = _first_existing(folder, _10X_FEATURES)
+    barcodes = _first_existing(folder, _10X_BARCODES)
     row_names = None
     if features is not None:
         fields = _read_fields(features)
@@ -413,6 +427,12 @@ def _read_10x(folder):
     column_names = None if barcodes is None else _read_name_file(barcodes)
     if column_names is not None and len(column_names) != X.shape[1]:
         raise ValueError(f"{barcodes}: {len(column_names)} names but {matrix_path.name} has {X.shape[1]} columns")
+    missing = [what for what, found in (("features.tsv(.gz) or genes.tsv(.gz)", features),
+                                        ("barcodes.tsv(.gz)", barcodes)) if found is None]
+    if missing:
+        warnings.warn(f"{folder}: no {' and no '.join(missing)}: its {'genes' if features is None else 'cells'}"
+                      f"{' and cells' if len(missing) == 2 else ''} are unnamed, known by their position only",
+                      UserWarning, stacklevel=user_stacklevel())
     return X, row_names, column_names
 
 
@@ -601,9 +621,11 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
       columns, read as names). Dense.
     - ``.mtx``/``.mtx.gz``: MatrixMarket, kept as stored. Sparse.
     - a folder holding a 10x output: ``matrix.mtx(.gz)`` (genes x cells), ``features.tsv(.gz)`` or
-      ``genes.tsv(.gz)`` (row names: the gene symbols, made unique) and ``barcodes.tsv(.gz)`` (column names).
-      Features whose type (features.tsv's third column) is not "Gene Expression", such as antibody capture, are
-      left out with a warning where gene expression features are present, as ``scanpy.read_10x_mtx`` does.
+      ``genes.tsv(.gz)`` (row names: the gene symbols, made unique) and ``barcodes.tsv(.gz)`` (column names;
+      either file missing: a warning, those items unnamed). Features whose type (features.tsv's third column)
+      is not "Gene Expression", such as antibody capture, are left out with a warning where gene expression
+      features are present, as ``scanpy.read_10x_mtx`` does. The folder's ``matrix.mtx(.gz)`` itself, beside
+      a features or genes file, is read as the folder.
     - ``.npz``: written by ``scipy.sparse.save_npz``. Sparse.
     - ``.h5ad``: AnnData (cells x genes) returned transposed, genes x cells, with ``var_names`` as rows and
       ``obs_names`` as columns. ``layer`` picks ``adata.layers[layer]`` (``"raw"``: ``adata.raw.X``); default X.
@@ -621,7 +643,8 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
         MATLAB only.
     row_names, column_names : str, Path or sequence of names, optional
         Names replacing those of the file: a text file (``.gz`` allowed) with one name per line (first
-        tab-separated field), or the names themselves (a list, tuple, array, pandas Index or other ordered
+        tab-separated field; of a 10x ``features.tsv`` or ``genes.tsv``, the second, the gene symbol, as a 10x
+        folder's genes are named), or the names themselves (a list, tuple, array, pandas Index or other ordered
         iterable of str or numbers, numbers written as text). Their count must match the matrix.
     first_column : {"names", "counts"}, optional
         Tables only: the first column holds the row names, or counts (even under an empty header field; with a
@@ -664,7 +687,7 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     elif source_format == "mtx":
         X = _read_mtx(path)
     elif source_format == "10x":
-        X, file_row_names, file_column_names = _read_10x(path)
+        X, file_row_names, file_column_names = _read_10x(path if path.is_dir() else path.parent)
     elif source_format == "npz":
         X = _read_npz(path)
     elif source_format == "h5ad":
@@ -715,7 +738,7 @@ def _without_detours(path):
 
 def _check_replaceable_dir(path, keep):
     """Raise ValueError when replacing the directory ``path`` would remove the current directory or a path of
-    ``keep``."""
+    ``keep``, or when ``path`` lies inside a folder of ``keep`` (writing there would change an input)."""
     target = _entry_location(path)
     here = Path.cwd().resolve()
     if target == here or target in here.parents:
@@ -728,6 +751,11 @@ def _check_replaceable_dir(path, keep):
                 raise ValueError(
                     f"{path}: the output directory must not be, or hold, the input {kept} (replacing it would "
                     "delete the input); choose another output directory"
+                )
+            if location.is_dir() and location in target.parents:
+                raise ValueError(
+                    f"{path}: the output directory must not be inside the input folder {kept} (it would change "
+                    "the input); choose another output directory"
                 )
 
 
@@ -757,7 +785,8 @@ def atomic_output_dir(path, force=False, *, keep=(), replaceable=None):
     Raises
     ------
     ValueError
-        ``path`` is empty, is the current directory or a folder holding it, or is (or holds) a path of ``keep``.
+        ``path`` is empty, is the current directory or a folder holding it, is (or holds) a path of ``keep``, or
+        lies inside a folder of ``keep``.
     FileExistsError
         ``path`` exists and ``force`` is False.
 

@@ -3,8 +3,11 @@
 matplotlib is imported only when a function is called (``pip install matplotlib``, or the ``plot`` extra).
 ``model`` is anything with the attributes of a fitted :class:`conjoined.CDP` that the function uses
 (``row_labels_``, ``column_labels_``, ``rows_``, ``columns_``, ``theta_``, ``row_membership_``,
-``column_membership_``, ``row_dpmm_``, ...). Every function returns the matplotlib Figure; pass ``ax`` (or
-``axes``) to draw into existing axes.
+``column_membership_``, ``row_dpmm_``, ...), as :func:`conjoined.anndata.fitted_view` returns: an estimator not
+fitted yet is a NotFittedError, an object without them a TypeError. ``side_names`` says what the rows and the
+columns are (``("gene", "cell")`` for a fit of genes x cells), for the axes, titles and legends. Every function
+returns the matplotlib Figure; pass ``ax`` (or ``axes``) to draw into existing axes. Tick labels that would overlap
+are thinned when the figure is drawn, to those that fit the axis's length then (all of them when they fit).
 """
 
 from __future__ import annotations
@@ -14,13 +17,13 @@ import itertools
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_int
+from ._validation import check_int, check_matrix
 
 __all__ = ["block_label", "plot_biclusters", "plot_k_trace", "plot_membership", "plot_theta"]
 
 _MAX_NAMED_TICKS = 100
-_MAX_CLUSTER_TICKS = 40
 # Height of one row of the heatmap legend (font size 8, with its spacing), by which a new figure grows past
 # five rows.
 _LEGEND_ROW_INCHES = 0.175
@@ -61,6 +64,35 @@ def _new_axes(ax, figsize, ncols=1):
         return axes.flat[0].figure, list(axes.flat) if ncols > 1 else axes.flat[0]
     figure, axes = _pyplot().subplots(1, ncols, figsize=figsize, layout="constrained")
     return figure, (list(axes) if ncols > 1 else axes)
+
+
+def _counted(n, name):
+    """``n`` items called ``name``: "1 row", "2 rows"."""
+    return f"{n} {name}{'' if n == 1 else 's'}"
+
+
+def _check_model(model, attributes, side_names):
+    """The checks of every plot function: ``model`` has the fitted ``attributes`` (names) the plot reads, and
+    ``side_names`` is a pair of str, returned as a tuple ``(row, column)``.
+
+    Raises NotFittedError for an estimator not fitted yet (sklearn's ``check_is_fitted``), TypeError for anything
+    else without the attributes (None, an AnnData, another estimator), naming what it is and what it lacks, and
+    ValueError for bad ``side_names``.
+    """
+    if hasattr(model, "fit"):
+        check_is_fitted(model)
+    missing = [name for name in attributes if not hasattr(model, name)]
+    if missing:
+        hint = ("; for the results conjoined.anndata.cdp stored in an AnnData, pass "
+                "conjoined.anndata.fitted_view(adata)" if type(model).__name__ == "AnnData" else "")
+        raise TypeError(
+            f"model must be a fitted CDP or an object with its fitted attributes ({', '.join(attributes)}), got "
+            f"{type(model).__name__} without {', '.join(missing)}{hint}"
+        )
+    if not (isinstance(side_names, (tuple, list)) and len(side_names) == 2
+            and all(isinstance(name, str) for name in side_names)):
+        raise ValueError(f"side_names must be a pair of str, such as ('gene', 'cell'), got {side_names!r}")
+    return tuple(side_names)
 
 
 def _joined_clusters(model, b):
@@ -125,19 +157,87 @@ def _cluster_boundaries(sorted_labels):
     return np.flatnonzero(sorted_labels[1:] != sorted_labels[:-1]) + 1
 
 
-def _label_ticks(set_ticks, set_labels, sorted_labels, names):
-    """Name every position when there are few, else put the cluster id at the centre of each cluster's span."""
+def _label_ticks(axis, sorted_labels, names):
+    """Name every position when there are few (names along the x axis turned upright), else put the cluster id
+    at the centre of each cluster's span, the widest clusters first where not all fit (see
+    :func:`_set_fitting_ticks`)."""
     n = len(sorted_labels)
     if names is not None and n <= _MAX_NAMED_TICKS:
-        set_ticks(np.arange(n) + 0.5)
-        set_labels([str(name) for name in names], fontsize=max(4.0, min(8.0, 500.0 / n)))
+        _set_fitting_ticks(axis, np.arange(n) + 0.5, names, fontsize=max(4.0, min(8.0, 500.0 / n)),
+                           rotation=90.0 if axis.axis_name == "x" else 0.0)
         return
     starts = np.concatenate([[0], _cluster_boundaries(sorted_labels)])
-    if len(starts) > _MAX_CLUSTER_TICKS:
-        return
     stops = np.concatenate([starts[1:], [n]])
-    set_ticks((starts + stops) / 2)
-    set_labels(["–" if sorted_labels[s] < 0 else str(sorted_labels[s]) for s in starts], fontsize=8)
+    _set_fitting_ticks(axis, (starts + stops) / 2,
+                       ["–" if sorted_labels[s] < 0 else sorted_labels[s] for s in starts], priority=stops - starts)
+
+
+def _spaced(centres, spacing, priority):
+    """Indices (increasing) of the labels kept at ``centres`` (n,) so that any two are at least ``spacing`` apart:
+    by decreasing ``priority`` (n,) (ties: in order, which for evenly spaced labels keeps every m-th), each label
+    as far from those kept."""
+    kept = np.zeros(len(centres), dtype=bool)
+    for i in np.lexsort((np.arange(len(centres)), -priority)):
+        if np.all(np.abs(centres[kept] - centres[i]) >= spacing):
+            kept[i] = True
+    return np.flatnonzero(kept)
+
+
+@functools.cache
+def _fitting_locator():
+    """The class of :func:`_set_fitting_ticks`' locators, built on first use (importing this module does not
+    import matplotlib)."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import Locator
+
+    class FittingLocator(Locator):
+        """Of the ticks at ``positions`` (n,) labelled ``labels`` (n,), those whose labels, drawn at ``fontsize``
+        turned by ``rotation`` degrees, keep apart along the axis at its length when drawn: their centres at least
+        the longest label apart (see :func:`_spaced`), plus half the font size for labels read along the axis."""
+
+        def __init__(self, positions, labels, priority, fontsize, rotation):
+            self.positions, self.labels, self.priority = positions, labels, priority
+            self.fontsize, self.rotation = fontsize, rotation
+
+        def __call__(self):
+            return self.tick_values(*self.axis.get_view_interval())
+
+        def tick_values(self, vmin, vmax):
+            low, high = sorted((vmin, vmax))
+            shown = np.flatnonzero((self.positions >= low) & (self.positions <= high))
+            if shown.size < 2 or high == low:
+                return self.positions[shown]
+            figure = self.axis.axes.figure
+            along_x = self.axis.axis_name == "x"
+            length = self.axis.axes.bbox.width if along_x else self.axis.axes.bbox.height  # in pixels, as below
+            reads_along = along_x == (self.rotation % 180 == 0)
+            gap = (0.5 if reads_along else 0.1) * self.fontsize * figure.dpi / 72
+            longest = 0.0
+            for i in shown:
+                text = Text(text=self.labels[i], fontsize=self.fontsize, rotation=self.rotation)
+                text.set_figure(figure)
+                box = text.get_window_extent()
+                longest = max(longest, box.width if along_x else box.height)
+            kept = _spaced(self.positions[shown] * length / (high - low), longest + gap, self.priority[shown])
+            return self.positions[shown[kept]]
+
+    return FittingLocator
+
+
+def _set_fitting_ticks(axis, positions, labels, *, priority=None, fontsize=8.0, rotation=0.0):
+    """Tick the matplotlib ``axis`` at ``positions`` (n,), increasing data coordinates, labelled ``labels`` (n,)
+    (shown as str), keeping, each time the figure is drawn, the ticks whose labels do not overlap at the axis's
+    length then: all when they fit, else by decreasing ``priority`` (n,) (default: every tick alike, in order,
+    which keeps every m-th)."""
+    from matplotlib.ticker import FuncFormatter
+
+    positions = np.asarray(positions, dtype=np.float64)
+    labels = [str(label) for label in labels]
+    priority = np.zeros(len(positions)) if priority is None else np.asarray(priority, dtype=np.float64)
+    label_of = dict(zip(positions.tolist(), labels))
+    axis.set_major_locator(_fitting_locator()(positions, labels, priority, fontsize, rotation))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: label_of.get(value, "")))
+    axis.set_tick_params(labelsize=fontsize, labelrotation=rotation)
 
 
 @_closing_its_figure_on_error
@@ -153,6 +253,7 @@ def plot_biclusters(
     cmap="Greys",
     figsize=(9.0, 6.5),
     title=None,
+    side_names=("row", "column"),
 ):
     """Heatmap of X with rows and columns sorted by cluster, and the biclusters marked.
 
@@ -168,9 +269,14 @@ def plot_biclusters(
     its sorted rows and one of its sorted columns, for runs of at least 1% of the axis (runs closer than one bin
     are joined).
 
+    Ticks name the clusters at their centres (the widest first where not all fit), or the rows (columns) when
+    there are at most 100 and ``row_names`` (``column_names``) are given.
+
     Parameters
     ----------
     X : array-like or scipy.sparse matrix, shape (n_rows, n_cols)
+        The matrix the model was fitted on (for :func:`conjoined.anndata.fitted_view`, genes x cells: the
+        AnnData's ``X.T`` or ``layers[...].T``).
     model : fitted CDP (or any object with row_labels_, column_labels_, rows_, columns_)
     ax : matplotlib Axes, optional
     row_names, column_names : sequence of str, optional
@@ -185,22 +291,23 @@ def plot_biclusters(
         Size of a new figure (inches; None: matplotlib's default); past ten biclusters it grows taller by the
         legend's extra rows.
     title : str, optional
+    side_names : (str, str), default=("row", "column")
+        What the rows and the columns are, singular (their plurals add an "s"), for the axes, title and legend.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    if not sp.issparse(X):
-        X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
+    X = check_matrix(X)
+    row, column = _check_model(model, ("row_labels_", "column_labels_", "rows_", "columns_"), side_names)
     n_rows, n_cols = X.shape
     row_labels = np.asarray(_topic_labels(model, "row"))
     column_labels = np.asarray(_topic_labels(model, "column"))
     if row_labels.shape != (n_rows,) or column_labels.shape != (n_cols,):
+        transposed = (row_labels.shape, column_labels.shape) == ((n_cols,), (n_rows,))
         raise ValueError(
             f"X has shape {X.shape} but the model has {row_labels.size} row labels and {column_labels.size} "
-            "column labels"
+            "column labels" + ("; X.T has the fitted shape: pass X.T" if transposed else "")
         )
     if max_biclusters is not None:
         max_biclusters = check_int(max_biclusters, "max_biclusters", minimum=1)
@@ -246,6 +353,7 @@ def plot_biclusters(
             bicluster_columns[:, column_order],
             [block_label(model, b) for b in range(n_biclusters)],
             max_bins,
+            (row, column),
         )
         legend_style = {"fontsize": 8, "frameon": False, "ncols": 2}
         if new_figure:
@@ -253,19 +361,15 @@ def plot_biclusters(
         else:
             ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.08), **legend_style)
 
-    for set_ticks, set_labels, sorted_labels, names, order in (
-        (ax.set_yticks, ax.set_yticklabels, sorted_row_labels, row_names, row_order),
-        (ax.set_xticks, ax.set_xticklabels, sorted_column_labels, column_names, column_order),
+    for axis, sorted_labels, names, order in (
+        (ax.yaxis, sorted_row_labels, row_names, row_order),
+        (ax.xaxis, sorted_column_labels, column_names, column_order),
     ):
-        _label_ticks(
-            set_ticks, set_labels, sorted_labels, None if names is None else np.asarray(names)[order]
-        )
-    if column_names is not None and n_cols <= _MAX_NAMED_TICKS:
-        ax.tick_params(axis="x", labelrotation=90)
-    ax.set_ylabel("rows, sorted by row cluster")
-    ax.set_xlabel("columns, sorted by column cluster")
+        _label_ticks(axis, sorted_labels, None if names is None else np.asarray(names)[order])
+    ax.set_ylabel(f"{row}s, sorted by {row} cluster")
+    ax.set_xlabel(f"{column}s, sorted by {column} cluster")
     if title is None:
-        title = f"{n_rows} x {n_cols} matrix, " + (
+        title = f"{_counted(n_rows, row)} x {_counted(n_cols, column)}, " + (
             f"{n_found} bicluster(s)" if n_biclusters == n_found
             else f"{n_found} biclusters, the {n_biclusters} strongest marked")
         if is_binned:
@@ -308,16 +412,17 @@ def _bicluster_colors(n_biclusters):
     return colormaps["tab20"].colors + colormaps["tab20b"].colors + colormaps["tab20c"].colors
 
 
-def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, blocks, max_bins):
+def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, blocks, max_bins, side_names):
     """Member strips above (columns) and right of (rows) the heatmap, and outlines of the large blocks.
 
     ``sorted_rows`` (B, n_rows) and ``sorted_columns`` (B, n_cols) are the membership masks in display order;
-    ``blocks`` (B,) each bicluster's :func:`block_label` or None.
+    ``blocks`` (B,) each bicluster's :func:`block_label` or None; ``side_names`` ``(row, column)`` for the legend.
     """
     from matplotlib.patches import Rectangle
 
     n_biclusters, n_rows = sorted_rows.shape
     n_cols = sorted_columns.shape[1]
+    row, column = side_names
     colors = _bicluster_colors(n_biclusters)
     row_gap, column_gap = -(-n_rows // max_bins), -(-n_cols // max_bins)
     for b in range(n_biclusters):
@@ -347,7 +452,7 @@ def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, b
             linewidth=0.4,
             align="center",
         )
-        label = f"bicluster {b}: {sorted_rows[b].sum()} rows x {sorted_columns[b].sum()} columns"
+        label = f"bicluster {b}: {_counted(sorted_rows[b].sum(), row)} x {_counted(sorted_columns[b].sum(), column)}"
         if blocks[b] is not None:
             label += f" {blocks[b]}"
         large_row_runs = [run for run in row_runs if run[1] - run[0] >= 0.01 * n_rows]
@@ -360,21 +465,20 @@ def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, b
                     )
                 )
         ax.plot([], [], color=color, linewidth=6, label=label)
-    # at most ten numbered ticks, which the strips' width holds
-    ticked = np.arange(0, n_biclusters, -(-n_biclusters // 10))
     column_strip.set_ylim(n_biclusters, 0)
-    column_strip.set_yticks(ticked + 0.5, [str(b) for b in ticked], fontsize=6)
     column_strip.tick_params(axis="x", bottom=False, labelbottom=False)
     column_strip.set_ylabel("bicluster", fontsize=7)
     row_strip.set_xlim(0, n_biclusters)
-    row_strip.set_xticks(ticked + 0.5, [str(b) for b in ticked], fontsize=6)
     row_strip.tick_params(axis="y", left=False, labelleft=False)
+    for axis in (column_strip.yaxis, row_strip.xaxis):  # the numbers the strips' width holds
+        _set_fitting_ticks(axis, np.arange(n_biclusters) + 0.5, range(n_biclusters), fontsize=6.0)
     for strip in (column_strip, row_strip):
         for spine in strip.spines.values():
             spine.set_linewidth(0.5)
 
 
 def _plot_one_trace(ax, trace, n_clusters, posterior, what):
+    """One side's K trace (n_iterations,) into ``ax``; ``what``: the side's name, singular."""
     iterations = np.arange(1, len(trace) + 1)
     ax.step(iterations, trace, where="mid", color="tab:blue", linewidth=1.0, label=f"{what} clusters")
     chosen = max(posterior, key=lambda k: (posterior[k], -k)) if posterior else n_clusters
@@ -395,7 +499,7 @@ def _plot_one_trace(ax, trace, n_clusters, posterior, what):
 
 
 @_closing_its_figure_on_error
-def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0)):
+def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0), side_names=("row", "column")):
     """Number of clusters at each iteration of the row and the column DP mixtures (two panels).
 
     Uses ``model.row_dpmm_.n_clusters_trace_`` and ``model.column_dpmm_.n_clusters_trace_``; a dashed line marks
@@ -406,37 +510,53 @@ def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0)):
 
     Parameters
     ----------
-    model : fitted CDP
+    model : fitted CDP (or any object with row_dpmm_, column_dpmm_)
     axes : pair of matplotlib Axes, optional
     figsize : (float, float)
+    side_names : (str, str), default=("row", "column")
+        What the rows and the columns are, singular (their plurals add an "s"), for the titles and axes.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
+    side_names = _check_model(model, ("row_dpmm_", "column_dpmm_"), side_names)
     figure, (row_ax, column_ax) = _new_axes(axes, figsize, ncols=2)
-    for ax, side in ((row_ax, "row"), (column_ax, "column")):
+    for ax, side, name in zip((row_ax, column_ax), ("row", "column"), side_names):
         _plot_one_trace(
             ax,
             np.asarray(getattr(model, f"{side}_dpmm_").n_clusters_trace_),
             getattr(model, f"n_{side}_clusters_", None),
             getattr(model, f"{side}_k_posterior_", None),
-            side,
+            name,
         )
     return figure
 
 
 @_closing_its_figure_on_error
-def plot_theta(model, ax=None, *, annotate=None, figsize=(6.5, 5.0), cmap="viridis"):
+def plot_theta(
+    model, ax=None, *, annotate=None, figsize=(6.5, 5.0), cmap="viridis", side_names=("row", "column")
+):
     """Heatmap of ``model.theta_`` (K_r x K_c), the joint probability of a token's row and column clusters.
 
     Values are written in the cells when ``annotate`` (default: at most 100 cells); the blocks of the
     biclusters (``model.bicluster_pairs_`` and the clusters each joins, if present) are outlined in red.
 
+    Parameters
+    ----------
+    model : fitted CDP (or any object with theta_)
+    ax : matplotlib Axes, optional
+    annotate : bool, optional
+    figsize : (float, float)
+    cmap : str
+    side_names : (str, str), default=("row", "column")
+        What the rows and the columns are, singular (their plurals add an "s"), for the titles and axes.
+
     Returns
     -------
     matplotlib.figure.Figure
     """
+    row, column = _check_model(model, ("theta_",), side_names)
     theta = np.asarray(model.theta_, dtype=np.float64)
     if theta.ndim != 2:
         raise ValueError(f"theta_ must be 2-dimensional, got shape {theta.shape}")
@@ -477,22 +597,23 @@ def plot_theta(model, ax=None, *, annotate=None, figsize=(6.5, 5.0), cmap="virid
                 )
             )
         ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.12), fontsize=8, frameon=False)
-    for set_ticks, n in ((ax.set_yticks, n_row_clusters), (ax.set_xticks, n_column_clusters)):
-        if n <= _MAX_CLUSTER_TICKS:
-            set_ticks(np.arange(n))
-    ax.set_xlabel("column cluster l")
-    ax.set_ylabel("row cluster k")
-    ax.set_title(f"θ: joint probability of row and column clusters ({n_row_clusters} x {n_column_clusters})")
+    for axis, n in ((ax.yaxis, n_row_clusters), (ax.xaxis, n_column_clusters)):
+        _set_fitting_ticks(axis, np.arange(n), range(n))
+    ax.set_xlabel(f"{column} cluster l")
+    ax.set_ylabel(f"{row} cluster k")
+    ax.set_title(f"θ: joint probability of {row} and {column} clusters ({n_row_clusters} x {n_column_clusters})")
     return figure
 
 
-def _plot_one_membership(ax, membership, labels, what, max_bins):
+def _plot_one_membership(ax, membership, labels, side, what, max_bins):
+    """One side's ``membership`` (n_items, K) into ``ax``, items sorted by ``labels`` (n_items,); ``side``: "row"
+    or "column", ``what``: its name, singular."""
     membership = np.asarray(membership, dtype=np.float64)
     labels = np.asarray(labels)
     n_items, n_clusters = membership.shape
     if labels.shape != (n_items,):
         raise ValueError(
-            f"{what}_membership_ has {n_items} {what}s but there are {labels.size} {what} labels"
+            f"{side}_membership_ has {n_items} {side}s but there are {labels.size} {side} labels"
         )
     own = membership[np.arange(n_items), np.clip(labels, 0, n_clusters - 1)]
     order = _display_order(labels, key=-own)
@@ -510,9 +631,8 @@ def _plot_one_membership(ax, membership, labels, what, max_bins):
     sorted_labels = labels[order]
     for position in _cluster_boundaries(sorted_labels):
         ax.axhline(position, color="white", linewidth=0.6)
-    _label_ticks(ax.set_yticks, ax.set_yticklabels, sorted_labels, None)
-    if n_clusters <= _MAX_CLUSTER_TICKS:
-        ax.set_xticks(np.arange(n_clusters))
+    _label_ticks(ax.yaxis, sorted_labels, None)
+    _set_fitting_ticks(ax.xaxis, np.arange(n_clusters), range(n_clusters))
     ax.set_xlabel(f"{what} cluster")
     ax.set_ylabel(f"{what}s, sorted by cluster (label on the axis)")
     ax.set_title(f"{what.capitalize()} membership ({n_items} {what}s x {n_clusters} clusters)")
@@ -526,23 +646,36 @@ def _topic_labels(model, side):
 
 
 @_closing_its_figure_on_error
-def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0)):
+def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0), side_names=("row", "column")):
     """``row_membership_`` and ``column_membership_`` as heatmaps (share of each row's/column's tokens per
     cluster), items sorted by label (-1 last; ``block_row_labels_``, whose clusters are the topics, where the
     model has them) and, within a cluster, by their membership in it.
 
     More than ``max_bins`` items are drawn as ``max_bins`` bins of consecutive sorted items (their mean).
 
+    Parameters
+    ----------
+    model : fitted CDP (or any object with row_labels_, column_labels_, row_membership_, column_membership_)
+    axes : pair of matplotlib Axes, optional
+    max_bins : int
+        Most image rows drawn per panel.
+    figsize : (float, float)
+    side_names : (str, str), default=("row", "column")
+        What the rows and the columns are, singular (their plurals add an "s"), for the titles and axes.
+
     Returns
     -------
     matplotlib.figure.Figure
     """
+    side_names = _check_model(
+        model, ("row_labels_", "column_labels_", "row_membership_", "column_membership_"), side_names
+    )
     max_bins = check_int(max_bins, "max_bins", minimum=1)
     figure, (row_ax, column_ax) = _new_axes(axes, figsize, ncols=2)
-    _plot_one_membership(row_ax, model.row_membership_, _topic_labels(model, "row"), "row", max_bins)
-    shown = _plot_one_membership(
-        column_ax, model.column_membership_, _topic_labels(model, "column"), "column", max_bins
-    )
+    for ax, side, name in zip((row_ax, column_ax), ("row", "column"), side_names):
+        shown = _plot_one_membership(
+            ax, getattr(model, f"{side}_membership_"), _topic_labels(model, side), side, name, max_bins
+        )
     figure.colorbar(shown, ax=[row_ax, column_ax], fraction=0.04, pad=0.02).set_label(
         "membership (share of tokens)"
     )
