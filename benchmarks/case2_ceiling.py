@@ -154,7 +154,7 @@ def compare(path):
             continue
         scores = scores_by_method[method].to_numpy()
         below = scores < oracle
-        print(f"  {method}: mean Jaccard {scores.mean():.3f}; {scores[merged].mean():.3f} where the "
+        print(f"  {method}: mean Jaccard {scores.mean():.4f}; {scores[merged].mean():.3f} where the "
               f"merged partition is more probable, {scores[~merged].mean():.3f} elsewhere; below the "
               f"oracle in {below.sum()} replicates ({below[~merged].sum()} of them where the truth is "
               f"more probable), above it in {(scores > oracle).sum()}")

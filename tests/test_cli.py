@@ -781,10 +781,11 @@ def test_outdir_inside_an_input_folder_is_refused_before_the_fit(planted, tmp_pa
     (folder,), _ = _write_10x(tmp_path, X, genes, cells)
     before = _contents(tmp_path)
     monkeypatch.setattr(cli.ConjoinedDirichletProcess, "_fit", _must_not_fit)
-    status, _, err = _run(["fit", folder, "-o", folder / "results", *FAST, "--no-plots"], capsys)
-    assert status == 2 and err.count("\n") == 1
-    assert f"must not be inside the input folder {folder}" in err, err
-    assert _contents(tmp_path) == before
+    for given in (folder, folder / "matrix.mtx.gz"):  # the folder, or its matrix file, which reads the folder
+        status, _, err = _run(["fit", given, "-o", folder / "results", *FAST, "--no-plots"], capsys)
+        assert status == 2 and err.count("\n") == 1
+        assert f"must not be inside the input folder {folder}" in err, err
+        assert _contents(tmp_path) == before
 
 
 def test_checkpoint_resumes_and_its_seed_is_recorded(planted, reference, tmp_path, capsys):

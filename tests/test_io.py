@@ -398,6 +398,11 @@ def test_10x_folder_without_names_files_warns_and_its_matrix_file_reads_as_the_f
     (tmp_path / "features.tsv").write_text("".join(f"ENSG{i}\t{g}\tGene Expression\n" for i, g in enumerate(genes)))
     with pytest.warns(UserWarning, match=r"no barcodes\.tsv\(\.gz\): its cells are unnamed"):
         read_matrix(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read_matrix(tmp_path, column_names=cells)  # named by the caller: nothing to warn of
+        # a matrix.mtx beside a names file but no barcodes is no 10x folder's: a MatrixMarket file
+        assert read_matrix(tmp_path / "matrix.mtx").source_format == "mtx"
     (tmp_path / "barcodes.tsv").write_text("".join(f"{c}\n" for c in cells))
     # the folder's matrix file, named as the input: the folder, names and all (a bare .mtx has none)
     result = read_matrix(tmp_path / "matrix.mtx")

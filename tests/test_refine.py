@@ -7,7 +7,8 @@ from scipy.stats import nbinom
 from sklearn.metrics import adjusted_rand_score
 
 from conjoined._beta_binomial import beta_binomial_fits
-from conjoined.datasets import make_marques_like
+from conjoined.background import _heavy_of_partition
+from conjoined.datasets import make_cdp_case, make_marques_like
 from conjoined.extract import extract_biclusters
 from conjoined.reassign import reassign_tokens
 from conjoined.refine import (
@@ -19,6 +20,7 @@ from conjoined.refine import (
     _first_merge,
     _merge_candidates,
     _merge_dispersion,
+    _modelled_heavy,
     _pooled_heavy_densities,
     _profile_em,
     _profile_log_likelihood,
@@ -197,6 +199,27 @@ def test_two_groups_gain_by_hand_and_its_p_value_calibrated():
                                                  2, level) for seed in range(400)])
         assert np.mean(p_values <= level) == pytest.approx(level, abs=2.5 * np.sqrt(level / 400))
         assert _two_groups_p_value(np.array([56.0] * 4 + [32.0] * 8), 2, level) == level / SPLIT_RESOLUTION
+
+
+def test_a_block_resting_on_a_stray_row_is_not_modelled_heavy():
+    # Table 2's case 2, replicate 44, with the partition CDP's mixtures give it: the small block (rows 2, 3, 16,
+    # 18 x columns 7, 8, 12, 19) is cluster 2 without row 16 (44 counts over the block's columns, against 55-60
+    # for the others), which sits with the background rows (cluster 0, 24-43 counts there, 1.2 times the
+    # background by chance). Row 16 makes cluster 0's block on those columns heavy; beside the denser small
+    # block, that block rests on it (not heavy without it), so the EM models it at the background, and row 16
+    # (and row 12, at 43) join the small block's cluster. Modelled heavy, it held row 16 where it was.
+    X, rows, columns = make_cdp_case(2, random_state=3257916533, shuffle=True)
+    X = sp.csr_matrix(X, dtype=np.float64)
+    row_labels = np.array([1, 0, 2, 2, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 1, 0, 0, 2, 1])
+    column_labels = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1])
+    assert np.flatnonzero(rows[0]).tolist() == [2, 3, 16, 18] and np.flatnonzero(columns[0]).tolist() == [7, 8, 12, 19]
+    np.testing.assert_array_equal(_heavy_of_partition(X, row_labels, column_labels, None, 2)[2],
+                                  [[False, True], [True, False], [False, True]])
+    np.testing.assert_array_equal(_modelled_heavy(X, row_labels, column_labels, None, 2),
+                                  [[False, False], [True, False], [False, True]])
+    refined_rows, refined_columns = refine_partition(X, row_labels, column_labels)
+    assert np.flatnonzero(refined_rows == 2).tolist() == [2, 3, 12, 16, 18]
+    np.testing.assert_array_equal(refined_columns, column_labels)
 
 
 def test_split_test_draws_on_until_the_decision_is_clear():

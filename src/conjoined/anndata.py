@@ -531,7 +531,9 @@ def predict_cells(adata, reference, key="cdp", key_added=None, layer=None, use_r
         The reference's ``key_added``.
     key_added : str, optional
         Prefix of the keys written into ``adata`` (None: ``key``); refused if ``adata.uns`` holds it (results of
-        :func:`cdp`, which the new clusters would overwrite in part: the reference itself, say).
+        :func:`cdp`, which the new clusters would overwrite in part: the reference itself, say), unless those
+        are the reference's own and the new items have no clusters under that prefix yet (a copy of the
+        reference's AnnData, such as ``reference.raw.to_adata()`` for genes beyond the fitted ones).
     layer : str, optional
         ``adata.layers[layer]`` instead of ``adata.X``.
     use_raw : bool, default=False

@@ -363,11 +363,6 @@ def _checkpointed_seed(folder):
         finally:
             if os.path.exists(temporary):
                 os.unlink(temporary)
-    return np.random.SeedSequence(_recorded_seed(path))
-
-
-def _recorded_seed(path):
-    """The seed (an int) recorded in the checkpoint file ``path`` (``seed.json``); ValueError if damaged."""
     try:
         with open(path) as file:
             entropy = json.load(file)["entropy"]
@@ -377,19 +372,18 @@ def _recorded_seed(path):
     if not isinstance(entropy, int) or isinstance(entropy, bool) or entropy < 0:
         raise ValueError(f"checkpoint {path} is damaged (entropy {entropy!r} is not a non-negative integer); "
                          "delete it, or the whole folder, to start afresh")
-    return entropy
+    return np.random.SeedSequence(entropy)
 
 
 def repeatable_params(model):
-    """``model.get_params()`` with ``random_state`` the seed a fit with ``random_state=None`` and a checkpoint
-    folder took from the folder (``seed.json``, while it is there): given as ``random_state``, it repeats the
-    fit without the folder. Otherwise as they are."""
+    """The parameters of the fitted CDP ``model`` (``get_params()``), with ``random_state`` the seed that a fit
+    with ``random_state=None`` and a checkpoint folder took from the folder (``seed.json``): given as
+    ``random_state``, it repeats the fit without the folder. A folder begun by a version before int seeds holds
+    a 128-bit one, which HDF5 cannot store: ``random_state`` stays None then."""
     params = model.get_params()
-    if params["random_state"] is None and params["checkpoint"] is not None:
-        path = os.path.join(params["checkpoint"], "seed.json")
-        seed = _recorded_seed(path) if os.path.exists(path) else None
-        if seed is not None and seed < 2**63:  # earlier versions drew 128-bit seeds, which HDF5 cannot store
-            params["random_state"] = seed
+    seed = getattr(model, "_checkpoint_seed", None)
+    if params["random_state"] is None and seed is not None and seed < 2**63:
+        params["random_state"] = seed
     return params
 
 
@@ -739,8 +733,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         # Spawned one at a time, as needed: the same children as spawn(3 + 2 * n_rounds), without making them all.
         if self.random_state is None and self.checkpoint is not None:
             root_seed = _checkpointed_seed(self.checkpoint)
+            self._checkpoint_seed = int(root_seed.entropy)  # what repeatable_params records
         else:
             root_seed = seed_sequence(self.random_state)
+            self._checkpoint_seed = None
         reassign_seed, row_seed, column_seed = root_seed.spawn(3)
         # The partitions are fitted on fit_core, the biclusters tested on test_core: the same counts without a
         # holdout; with one, each count split binomially, items with nothing left to fit on set aside.

@@ -106,6 +106,8 @@ from .io import (
     atomic_output_dir,
     atomic_output_files,
     check_not_input,
+    input_location,
+    is_within,
     kept_elsewhere,
     read_matrix,
     write_json,
@@ -549,12 +551,16 @@ def _draw_into_files():
 def _check_checkpoint_folder(checkpoint, outdir, inputs):
     """UserError where the --checkpoint folder lies in the output directory (which the results replace) or is,
     or lies in, an input."""
-    folder = Path(os.path.realpath(checkpoint))
     for other, what in [(outdir, "the output directory"), *((path, f"the input {path}") for path in inputs)]:
-        location = Path(os.path.realpath(other))
-        if folder == location or location in folder.parents:
+        if is_within(checkpoint, other):
             raise UserError(f"--checkpoint {checkpoint} must not be, or be inside, {what}: choose a folder of its "
                             "own")
+
+
+def _inputs(args):
+    """The paths a command reads (INPUT, as :func:`conjoined.io.input_location` says, and the names files):
+    what its outputs must not replace or write into."""
+    return [path for path in (input_location(args.input), args.row_names, args.column_names) if path is not None]
 
 
 def _run_fit(args, argv):
@@ -564,7 +570,7 @@ def _run_fit(args, argv):
         _draw_into_files()
     X, row_names, column_names, matrix = _read_input(args)
     model = _estimator_from_args(args, single_cell=matrix.source_format in SINGLE_CELL_FORMATS)
-    inputs = [path for path in (args.input, args.row_names, args.column_names) if path is not None]
+    inputs = _inputs(args)
     if args.checkpoint is not None:
         _check_checkpoint_folder(args.checkpoint, args.outdir, inputs)
     with atomic_output_dir(args.outdir, force=args.force, keep=inputs,
@@ -842,7 +848,7 @@ def _run_predict(args, argv):
     if Path(os.path.realpath(output)).parent == Path(args.fitdir).resolve():  # where it writes, links followed
         raise UserError(f"{output}: write it outside the fit's folder {args.fitdir} (it holds the fit's own files "
                         "only)")
-    check_not_input(output, [path for path in (args.input, args.row_names, args.column_names) if path is not None])
+    check_not_input(output, _inputs(args))
     X, row_names, column_names, _ = _read_counts(args)
     side = _new_items_side(args, X, row_names, column_names, model)
     classifiers = fitted_classifiers(X_fit, model.block_row_labels_, model.block_column_labels_,

@@ -42,6 +42,8 @@ __all__ = [
     "atomic_output_file",
     "atomic_output_files",
     "check_not_input",
+    "input_location",
+    "is_within",
     "read_matrix",
     "write_json",
     "write_table_csv",
@@ -381,8 +383,23 @@ def _read_mtx(path):
 
 
 def _is_10x_matrix(path):
-    """Whether ``path`` is the matrix file of a 10x folder (beside a features or genes file)."""
-    return path.name in _10X_MATRIX and _first_existing(path.parent, _10X_FEATURES) is not None
+    """Whether ``path`` is the matrix file of a 10x folder: beside a features (or genes) file and a barcodes
+    file, as Cell Ranger writes them (a matrix.mtx beside a names file of another kind is a MatrixMarket file)."""
+    return (path.name in _10X_MATRIX and _first_existing(path.parent, _10X_FEATURES) is not None
+            and _first_existing(path.parent, _10X_BARCODES) is not None)
+
+
+def input_location(path):
+    """What reading ``path`` reads: the 10x folder of a folder's matrix file (see :func:`read_matrix`), else
+    ``path`` itself. Outputs must stay out of it."""
+    path = Path(path)
+    return path.parent if not path.is_dir() and _is_10x_matrix(path) else path
+
+
+def is_within(path, location):
+    """Whether ``path`` is ``location`` or lies inside it (symlinks followed)."""
+    target, location = Path(os.path.realpath(path)), Path(os.path.realpath(location))
+    return target == location or location in target.parents
 
 
 def _first_existing(folder, names):
@@ -403,11 +420,13 @@ def _integer_beyond_int64(values):
     return next((text for text in texts if re.fullmatch(r"[+-]?\d+", text) and abs(int(text)) > 2**63 - 1), None)
 
 
-def _read_10x(folder):
+def _read_10x(folder, names_given=(False, False)):
     """10x folder: matrix.mtx(.gz) is genes x cells; names from features/genes.tsv(.gz) (symbol column, made unique)
     and barcodes.tsv(.gz). Features of other types than "Gene Expression" (antibody capture, CRISPR guides, ...:
     the third column of features.tsv) are left out with a warning, as ``scanpy.read_10x_mtx`` leaves them out:
-    their counts are on other scales. A folder without gene expression features keeps all of them."""
+    their counts are on other scales. A folder without gene expression features keeps all of them. A folder
+    without features or barcodes is read with a warning, unless ``names_given`` ``(rows, columns)`` says the
+    caller names those items."""
     matrix_path = _first_existing(folder, _10X_MATRIX)
     if matrix_path is None:
         raise ValueError(f"{folder}: a folder must be a 10x output with matrix.mtx or matrix.mtx.gz")
@@ -427,12 +446,13 @@ def _read_10x(folder):
     column_names = None if barcodes is None else _read_name_file(barcodes)
     if column_names is not None and len(column_names) != X.shape[1]:
         raise ValueError(f"{barcodes}: {len(column_names)} names but {matrix_path.name} has {X.shape[1]} columns")
-    missing = [what for what, found in (("features.tsv(.gz) or genes.tsv(.gz)", features),
-                                        ("barcodes.tsv(.gz)", barcodes)) if found is None]
+    missing = [(what, items) for what, items, found, given in (
+        ("features.tsv(.gz) or genes.tsv(.gz)", "genes", features, names_given[0]),
+        ("barcodes.tsv(.gz)", "cells", barcodes, names_given[1])) if found is None and not given]
     if missing:
-        warnings.warn(f"{folder}: no {' and no '.join(missing)}: its {'genes' if features is None else 'cells'}"
-                      f"{' and cells' if len(missing) == 2 else ''} are unnamed, known by their position only",
-                      UserWarning, stacklevel=user_stacklevel())
+        files, items = zip(*missing)
+        warnings.warn(f"{folder}: no {' and no '.join(files)}: its {' and '.join(items)} are unnamed, known by "
+                      "their position only", UserWarning, stacklevel=user_stacklevel())
     return X, row_names, column_names
 
 
@@ -625,7 +645,7 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
       either file missing: a warning, those items unnamed). Features whose type (features.tsv's third column)
       is not "Gene Expression", such as antibody capture, are left out with a warning where gene expression
       features are present, as ``scanpy.read_10x_mtx`` does. The folder's ``matrix.mtx(.gz)`` itself, beside
-      a features or genes file, is read as the folder.
+      a features (or genes) file and a barcodes file, is read as the folder.
     - ``.npz``: written by ``scipy.sparse.save_npz``. Sparse.
     - ``.h5ad``: AnnData (cells x genes) returned transposed, genes x cells, with ``var_names`` as rows and
       ``obs_names`` as columns. ``layer`` picks ``adata.layers[layer]`` (``"raw"``: ``adata.raw.X``); default X.
@@ -687,7 +707,8 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     elif source_format == "mtx":
         X = _read_mtx(path)
     elif source_format == "10x":
-        X, file_row_names, file_column_names = _read_10x(path if path.is_dir() else path.parent)
+        X, file_row_names, file_column_names = _read_10x(input_location(path),
+                                                         (row_names is not None, column_names is not None))
     elif source_format == "npz":
         X = _read_npz(path)
     elif source_format == "h5ad":
@@ -1074,12 +1095,10 @@ def _written_file(path):
 def check_not_input(path, inputs):
     """Raise ValueError when writing the file ``path`` would replace one of ``inputs`` (files or folders), or
     write into one of their folders (symlinks followed)."""
-    target = Path(os.path.realpath(path))
     for kept in inputs:
-        location = Path(os.path.realpath(kept))
-        if target == location or location in target.parents:
-            raise ValueError(f"{path} is {'inside ' if target != location else ''}the input {kept}: choose "
-                             "another output file")
+        if is_within(path, kept):
+            inside = os.path.realpath(path) != os.path.realpath(kept)
+            raise ValueError(f"{path} is {'inside ' if inside else ''}the input {kept}: choose another output file")
 
 
 def write_json(path, obj):

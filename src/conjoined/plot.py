@@ -198,6 +198,21 @@ def _fitting_locator():
         def __init__(self, positions, labels, priority, fontsize, rotation):
             self.positions, self.labels, self.priority = positions, labels, priority
             self.fontsize, self.rotation = fontsize, rotation
+            self._extents = {}  # (dpi, along x) -> each label's extent along the axis, in pixels
+
+        def _label_extents(self, figure, along_x):
+            """(n,) each label's extent along the axis in pixels at the figure's dpi: measured once per dpi (a
+            figure is drawn again at the dpi it is saved at), not at every draw."""
+            key = (figure.dpi, along_x)
+            if key not in self._extents:
+                extents = np.empty(len(self.labels))
+                for i, label in enumerate(self.labels):
+                    text = Text(text=label, fontsize=self.fontsize, rotation=self.rotation)
+                    text.set_figure(figure)
+                    box = text.get_window_extent()
+                    extents[i] = box.width if along_x else box.height
+                self._extents[key] = extents
+            return self._extents[key]
 
         def __call__(self):
             return self.tick_values(*self.axis.get_view_interval())
@@ -212,12 +227,7 @@ def _fitting_locator():
             length = self.axis.axes.bbox.width if along_x else self.axis.axes.bbox.height  # in pixels, as below
             reads_along = along_x == (self.rotation % 180 == 0)
             gap = (0.5 if reads_along else 0.1) * self.fontsize * figure.dpi / 72
-            longest = 0.0
-            for i in shown:
-                text = Text(text=self.labels[i], fontsize=self.fontsize, rotation=self.rotation)
-                text.set_figure(figure)
-                box = text.get_window_extent()
-                longest = max(longest, box.width if along_x else box.height)
+            longest = self._label_extents(figure, along_x)[shown].max()
             kept = _spaced(self.positions[shown] * length / (high - low), longest + gap, self.priority[shown])
             return self.positions[shown[kept]]
 

@@ -20,6 +20,7 @@ from ._validation import check_int, check_labels, check_matrix
 from .background import (
     DISPERSION_EVIDENCE,
     FAMILY_ERROR,
+    _backgrounds,
     _block_sums,
     _counts_over_clusters,
     _has_levels,
@@ -30,7 +31,7 @@ from .background import (
     check_thresholds,
 )
 from .dpmm.sampler import MERGE_CHUNK_VALUES
-from .extract import _favouring
+from .extract import _favouring, _without_strays
 
 __all__ = ["REFINE_LIKELIHOODS", "refine_partition"]
 
@@ -52,7 +53,8 @@ SPLIT_PASSES = 20
 # A split's test (:func:`_two_groups_p_value`) at level a first draws SPLIT_RESOLUTION / a - 1 samples of the null
 # (its p-values in steps of a tenth of the level), then more, doubling, while a (1 - SPLIT_DECISION_ERROR) interval
 # of the exact p-value holds the level, up to SPLIT_MOST_DRAWS / a - 1 (and SPLIT_EXTRA_VALUES counts drawn after the
-# first samples): the Monte Carlo decision is the exact test's but for p-values within a few percent of the level.
+# first samples): the Monte Carlo decision is the exact test's but for p-values near the level (within about a tenth
+# of it for clusters of up to about 170 members; wider for larger ones, whose extra draws are fewer).
 SPLIT_RESOLUTION = 10
 SPLIT_MOST_DRAWS = 1000
 SPLIT_EXTRA_VALUES = 1 << 24
@@ -600,6 +602,20 @@ def _first_profile_merge(X, labels, ids, members, likelihoods, observed, n, scor
     return None
 
 
+def _modelled_heavy(X, rows, columns, z_min, min_size):
+    """(K_r, K_c) the heavy blocks of the EM's block model: the significance rule's (:func:`_heavy_of_partition`,
+    one background density) but those beside a denser block that rest on one item (``extract._without_strays``),
+    which the extraction does not report either. Such a block is most often the rest of a cluster made heavy by
+    a member of the denser block that the partition left out; modelled at a density of its own, it keeps that
+    member where it is (case 2: a small block's row at 44 counts with the background rows, whose block on the
+    small block's columns it makes heavy)."""
+    (row_sets, column_sets, heavy, background, _, z_min, dispersion, observed, row_depths, column_depths,
+     item_counts) = _backgrounds(X, rows, columns, z_min, min_size, False)
+    expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
+    return _without_strays(heavy, observed, expected, dispersion, item_counts, (row_depths[0], column_depths[0]),
+                           (rows, columns), z_min)
+
+
 def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     """Up to ``n_rounds`` rounds of EM on the rows given the columns, then on the columns given the rows; stops
     early when a round moves nothing. ``likelihoods``: (rows', columns') likelihood, "poisson"
@@ -607,7 +623,7 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     for _ in range(n_rounds):
         before = rows, columns
         for axis, (side, likelihood) in enumerate(zip(("rows", "columns"), likelihoods)):
-            heavy = _heavy_of_partition(X, rows, columns, z_min, min_size)[2]
+            heavy = _modelled_heavy(X, rows, columns, z_min, min_size)
             if not heavy.any():
                 break
             if side == "rows":
@@ -638,11 +654,11 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
 def _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     """:func:`_em_rounds` from (rows, columns), or (rows, columns) themselves when the rounds leave no cluster on
     a side or fewer heavy blocks than they started with."""
-    start = _heavy_of_partition(X, rows, columns, z_min, min_size)[2].sum()
+    start = _modelled_heavy(X, rows, columns, z_min, min_size).sum()
     new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
     if new_rows.max() < 0 or new_columns.max() < 0:
         return rows, columns
-    if _heavy_of_partition(X, new_rows, new_columns, z_min, min_size)[2].sum() < start:
+    if _modelled_heavy(X, new_rows, new_columns, z_min, min_size).sum() < start:
         return rows, columns
     return new_rows, new_columns
 
@@ -812,8 +828,10 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        classifying each row by its likelihood ratio against the background with the prior odds of the
        clusters: a DP mixture's posterior summary leaves borderline rows of a small block out more often than
        the block's own densities would (a small cluster's rates are uncertain and its prior weight is small).
-       Rounds that leave fewer heavy blocks than they started from are not kept (EM can empty a small cluster;
-       step 4 is the only one that adds a cluster).
+       The heavy blocks here are those the extraction would report: a block beside a denser one that rests
+       on one item is modelled at the background (:func:`_modelled_heavy`). Rounds that leave fewer heavy
+       blocks than they started from are not kept (EM can empty a small cluster; step 4 is the only one that
+       adds a cluster).
     2. Clusters of one side are merged, a pair at a time, while a candidate merge raises the classification
        log-likelihood: the counts' likelihood at step 1's densities (the heavy blocks' pooled, one background)
        plus the log-probability of the labels at their clusters' shares, the heavy blocks re-found by the
