@@ -494,7 +494,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         ``bicluster_strength_`` from the held-out ones. Over-dispersed counts (negative binomial) split so are
         not independent: the protection is weaker there. Presence/absence (0/1) data split so are strongly
         dependent (each 1 falls in one part only) and the test then loses real blocks (20 Newsgroups, binary,
-        seed 0: 15 biclusters without a holdout, 1 at 0.3, 5 at 0.5): a ``HoldoutWarning`` says so.
+        seed 0: 16 biclusters without a holdout, none at 0.3, 5 at 0.5): a ``HoldoutWarning`` says so.
     init : {"spectral", "one"}, default="spectral"
         Where the first row and column mixtures start. "spectral": from the partitions that the matrix's spectrum
         gives (``conjoined.spectral.spectral_partition``: k-means on the singular vectors of the normalised
