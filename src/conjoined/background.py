@@ -83,7 +83,23 @@ LARGEST_Z_MIN = math.sqrt(sys.float_info.max)
 
 def _block_sums(X, row_sets, column_sets):
     """(K_r, K_c) totals of X over rows in row_sets[k] (bool (K_r, n_rows)) and columns in column_sets[l]."""
-    return np.asarray(row_sets.astype(np.float64) @ X @ column_sets.T.astype(np.float64))
+    return _dense(_sparse_sets(row_sets) @ X @ _sparse_sets(column_sets).T)
+
+
+def _over_sets(X, column_sets):
+    """(n_rows, K) each row of X (n_rows, n_cols) summed over the columns of each set of ``column_sets`` (bool
+    (K, n_cols))."""
+    return _dense(X @ _sparse_sets(column_sets).T)
+
+
+def _sparse_sets(sets):
+    """Bool (K, n) sets as a sparse float matrix: products with X then cost its non-zeros once, not K times."""
+    return sp.csr_matrix(sets, dtype=np.float64)
+
+
+def _dense(matrix):
+    """``matrix`` (sparse or dense) as a float ndarray."""
+    return np.asarray(matrix.todense() if sp.issparse(matrix) else matrix, dtype=np.float64)
 
 
 def _indicator(labels, n_clusters):
@@ -440,8 +456,8 @@ def _backgrounds(X, row_labels, column_labels, z_min, min_size, levels):
     ``item_counts`` ``(rows' (n_rows, K_c), columns' (n_cols, K_r))``."""
     row_sets, column_sets, heavy, background, z, z_min, dispersion, observed = _heavy_of_partition(
         X, row_labels, column_labels, z_min, min_size, levels)
-    by_column_cluster = np.asarray(X @ column_sets.T.astype(np.float64))
-    by_row_cluster = np.asarray(X.T @ row_sets.T.astype(np.float64))
+    by_column_cluster = _over_sets(X, column_sets)
+    by_row_cluster = _over_sets(X.T, row_sets)
     if not levels:
         return (row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, *(
             (np.ones((n, K)), np.full((n, K), np.inf)) for n, K in zip(X.shape, heavy.shape[::-1])),
