@@ -653,12 +653,19 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
 
 def _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     """:func:`_em_rounds` from (rows, columns), or (rows, columns) themselves when the rounds leave no cluster on
-    a side or fewer heavy blocks than they started with."""
-    start = _modelled_heavy(X, rows, columns, z_min, min_size).sum()
+    a side, or fewer heavy blocks than they started with both as the significance rule counts them and as the
+    EM models them (:func:`_modelled_heavy`): a block lost by one count only is a block that rested on a stray
+    item, gone once the item moved (heavy no longer), or seen to rest on one once others moved (modelled heavy
+    no longer)."""
+    def counts(rows, columns):  # (heavy blocks, those of them modelled heavy)
+        return (_heavy_of_partition(X, rows, columns, z_min, min_size)[2].sum(),
+                _modelled_heavy(X, rows, columns, z_min, min_size).sum())
+
+    start = counts(rows, columns)
     new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
     if new_rows.max() < 0 or new_columns.max() < 0:
         return rows, columns
-    if _modelled_heavy(X, new_rows, new_columns, z_min, min_size).sum() < start:
+    if all(after < before for after, before in zip(counts(new_rows, new_columns), start)):
         return rows, columns
     return new_rows, new_columns
 
@@ -830,8 +837,8 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        the block's own densities would (a small cluster's rates are uncertain and its prior weight is small).
        The heavy blocks here are those the extraction would report: a block beside a denser one that rests
        on one item is modelled at the background (:func:`_modelled_heavy`). Rounds that leave fewer heavy
-       blocks than they started from are not kept (EM can empty a small cluster; step 4 is the only one that
-       adds a cluster).
+       blocks than they started from, by the rule's count and by the model's, are not kept (EM can empty a
+       small cluster; step 4 is the only one that adds a cluster).
     2. Clusters of one side are merged, a pair at a time, while a candidate merge raises the classification
        log-likelihood: the counts' likelihood at step 1's densities (the heavy blocks' pooled, one background)
        plus the log-probability of the labels at their clusters' shares, the heavy blocks re-found by the
