@@ -86,12 +86,6 @@ def _block_sums(X, row_sets, column_sets):
     return _dense(_sparse_sets(row_sets) @ X @ _sparse_sets(column_sets).T)
 
 
-def _over_sets(X, column_sets):
-    """(n_rows, K) each row of X (n_rows, n_cols) summed over the columns of each set of ``column_sets`` (bool
-    (K, n_cols))."""
-    return _dense(X @ _sparse_sets(column_sets).T)
-
-
 def _sparse_sets(sets):
     """Bool (K, n) sets as a sparse float matrix: products with X then cost its non-zeros once, not K times."""
     return sp.csr_matrix(sets, dtype=np.float64)
@@ -456,8 +450,8 @@ def _backgrounds(X, row_labels, column_labels, z_min, min_size, levels):
     ``item_counts`` ``(rows' (n_rows, K_c), columns' (n_cols, K_r))``."""
     row_sets, column_sets, heavy, background, z, z_min, dispersion, observed = _heavy_of_partition(
         X, row_labels, column_labels, z_min, min_size, levels)
-    by_column_cluster = _over_sets(X, column_sets)
-    by_row_cluster = _over_sets(X.T, row_sets)
+    by_column_cluster = _counts_over_clusters(X, np.asarray(column_labels), column_sets.shape[0])
+    by_row_cluster = _counts_over_clusters(X.T, np.asarray(row_labels), row_sets.shape[0])
     if not levels:
         return (row_sets, column_sets, heavy, background, z, z_min, dispersion, observed, *(
             (np.ones((n, K)), np.full((n, K), np.inf)) for n, K in zip(X.shape, heavy.shape[::-1])),

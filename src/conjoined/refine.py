@@ -602,18 +602,23 @@ def _first_profile_merge(X, labels, ids, members, likelihoods, observed, n, scor
     return None
 
 
-def _modelled_heavy(X, rows, columns, z_min, min_size):
-    """(K_r, K_c) the heavy blocks of the EM's block model: the significance rule's (:func:`_heavy_of_partition`,
-    one background density) but those beside a denser block that rest on one item (``extract._without_strays``),
-    which the extraction does not report either. Such a block is most often the rest of a cluster made heavy by
-    a member of the denser block that the partition left out; modelled at a density of its own, it keeps that
-    member where it is (case 2: a small block's row at 44 counts with the background rows, whose block on the
-    small block's columns it makes heavy)."""
+def _heavy_and_modelled(X, rows, columns, z_min, min_size):
+    """``(heavy, modelled)`` (K_r, K_c) bool: the significance rule's heavy blocks (:func:`_heavy_of_partition`,
+    one background density) and those of them the EM's block model holds heavy, all but those beside a denser
+    block that rest on one item (``extract._without_strays``), which the extraction does not report either. Such
+    a block is most often the rest of a cluster made heavy by a member of the denser block that the partition
+    left out; modelled at a density of its own, it keeps that member where it is (case 2: a small block's row at
+    44 counts with the background rows, whose block on the small block's columns it makes heavy)."""
     (row_sets, column_sets, heavy, background, _, z_min, dispersion, observed, row_depths, column_depths,
      item_counts) = _backgrounds(X, rows, columns, z_min, min_size, False)
     expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
-    return _without_strays(heavy, observed, expected, dispersion, item_counts, (row_depths[0], column_depths[0]),
-                           (rows, columns), z_min)
+    return heavy, _without_strays(heavy, observed, expected, dispersion, item_counts,
+                                  (row_depths[0], column_depths[0]), (rows, columns), z_min)
+
+
+def _modelled_heavy(X, rows, columns, z_min, min_size):
+    """(K_r, K_c) the heavy blocks of the EM's block model (:func:`_heavy_and_modelled`)."""
+    return _heavy_and_modelled(X, rows, columns, z_min, min_size)[1]
 
 
 def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
@@ -654,12 +659,11 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
 def _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     """:func:`_em_rounds` from (rows, columns), or (rows, columns) themselves when the rounds leave no cluster on
     a side, or fewer heavy blocks than they started with both as the significance rule counts them and as the
-    EM models them (:func:`_modelled_heavy`): a block lost by one count only is a block that rested on a stray
+    EM models them (:func:`_heavy_and_modelled`): a block lost by one count only is a block that rested on a stray
     item, gone once the item moved (heavy no longer), or seen to rest on one once others moved (modelled heavy
     no longer)."""
     def counts(rows, columns):  # (heavy blocks, those of them modelled heavy)
-        return (_heavy_of_partition(X, rows, columns, z_min, min_size)[2].sum(),
-                _modelled_heavy(X, rows, columns, z_min, min_size).sum())
+        return tuple(int(blocks.sum()) for blocks in _heavy_and_modelled(X, rows, columns, z_min, min_size))
 
     start = counts(rows, columns)
     new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
