@@ -18,9 +18,9 @@ from conjoined.refine import (
     _classification_score,
     _cluster_sizes,
     _first_merge,
+    _heavy_and_modelled,
     _merge_candidates,
     _merge_dispersion,
-    _modelled_heavy,
     _pooled_heavy_densities,
     _profile_em,
     _profile_log_likelihood,
@@ -213,10 +213,13 @@ def test_a_block_resting_on_a_stray_row_is_not_modelled_heavy():
     row_labels = np.array([1, 0, 2, 2, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 1, 0, 0, 2, 1])
     column_labels = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1])
     assert np.flatnonzero(rows[0]).tolist() == [2, 3, 16, 18] and np.flatnonzero(columns[0]).tolist() == [7, 8, 12, 19]
-    np.testing.assert_array_equal(_heavy_of_partition(X, row_labels, column_labels, None, 2)[2],
-                                  [[False, True], [True, False], [False, True]])
-    np.testing.assert_array_equal(_modelled_heavy(X, row_labels, column_labels, None, 2),
-                                  [[False, False], [True, False], [False, True]])
+    heavy, modelled, (row_counts, column_counts) = _heavy_and_modelled(X, row_labels, column_labels, None, 2)
+    np.testing.assert_array_equal(heavy, _heavy_of_partition(X, row_labels, column_labels, None, 2)[2])
+    np.testing.assert_array_equal(heavy, [[False, True], [True, False], [False, True]])
+    np.testing.assert_array_equal(modelled, [[False, False], [True, False], [False, True]])
+    Xd = X.toarray()
+    np.testing.assert_array_equal(row_counts[16], [Xd[16, column_labels == 0].sum(), 44])
+    np.testing.assert_array_equal(column_counts, np.column_stack([Xd[row_labels == k].sum(axis=0) for k in range(3)]))
     refined_rows, refined_columns = refine_partition(X, row_labels, column_labels)
     assert np.flatnonzero(refined_rows == 2).tolist() == [2, 3, 12, 16, 18]
     np.testing.assert_array_equal(refined_columns, column_labels)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import gammaln, logsumexp, xlogy
+from scipy.special import gammaln, softmax, xlogy
 from scipy.stats import beta as beta_distribution
 
 from ._beta_binomial import beta_binomial_fits, in_sequence, item_log_likelihoods
@@ -123,7 +123,7 @@ def _membership_em(labels, n_clusters, log_likelihood, n_iter=50, tol=1e-8):
     for _ in range(n_iter):
         with np.errstate(divide="ignore"):
             log_post = log_likelihood(resp) + np.log(resp.sum(axis=0))[None, :]
-        new = np.exp(log_post - logsumexp(log_post, axis=1, keepdims=True))
+        new = softmax(log_post, axis=1)
         converged = np.abs(new - resp).max() < tol
         resp = new
         if converged:
@@ -603,22 +603,20 @@ def _first_profile_merge(X, labels, ids, members, likelihoods, observed, n, scor
 
 
 def _heavy_and_modelled(X, rows, columns, z_min, min_size):
-    """``(heavy, modelled)`` (K_r, K_c) bool: the significance rule's heavy blocks (:func:`_heavy_of_partition`,
-    one background density) and those of them the EM's block model holds heavy, all but those beside a denser
-    block that rest on one item (``extract._without_strays``), which the extraction does not report either. Such
-    a block is most often the rest of a cluster made heavy by a member of the denser block that the partition
-    left out; modelled at a density of its own, it keeps that member where it is (case 2: a small block's row at
-    44 counts with the background rows, whose block on the small block's columns it makes heavy)."""
+    """``(heavy, modelled, item_counts)``: ``heavy`` and ``modelled`` (K_r, K_c) bool, the significance rule's
+    heavy blocks (:func:`_heavy_of_partition`, one background density) and those of them the EM's block model
+    holds heavy, all but those beside a denser block that rest on one item (``extract._without_strays``), which
+    the extraction does not report either; ``item_counts``, the rows' counts over the column clusters (n_rows,
+    K_c) and the columns' over the row clusters (n_cols, K_r), which the test of those blocks reads. Such a
+    block is most often the rest of a cluster made heavy by a member of the denser block that the partition left
+    out; modelled at a density of its own, it keeps that member where it is (case 2: a small block's row at 44
+    counts with the background rows, whose block on the small block's columns it makes heavy)."""
     (row_sets, column_sets, heavy, background, _, z_min, dispersion, observed, row_depths, column_depths,
      item_counts) = _backgrounds(X, rows, columns, z_min, min_size, False)
     expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
-    return heavy, _without_strays(heavy, observed, expected, dispersion, item_counts,
-                                  (row_depths[0], column_depths[0]), (rows, columns), z_min)
-
-
-def _modelled_heavy(X, rows, columns, z_min, min_size):
-    """(K_r, K_c) the heavy blocks of the EM's block model (:func:`_heavy_and_modelled`)."""
-    return _heavy_and_modelled(X, rows, columns, z_min, min_size)[1]
+    modelled = _without_strays(heavy, observed, expected, dispersion, item_counts,
+                               (row_depths[0], column_depths[0]), (rows, columns), z_min)
+    return heavy, modelled, item_counts
 
 
 def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
@@ -628,16 +626,16 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     for _ in range(n_rounds):
         before = rows, columns
         for axis, (side, likelihood) in enumerate(zip(("rows", "columns"), likelihoods)):
-            heavy = _modelled_heavy(X, rows, columns, z_min, min_size)
+            _, heavy, item_counts = _heavy_and_modelled(X, rows, columns, z_min, min_size)
             if not heavy.any():
                 break
             if side == "rows":
-                other, matrix, own, heavy_side = columns, X, rows, heavy
+                other, own, heavy_side = columns, rows, heavy
             else:
-                other, matrix, own, heavy_side = rows, X.T, columns, heavy.T
+                other, own, heavy_side = rows, columns, heavy.T
             n_other_clusters = heavy_side.shape[1]
             keep = other >= 0
-            aggregated = _counts_over_clusters(matrix, other, n_other_clusters)
+            aggregated = item_counts[axis]  # each item's counts over the other side's clusters
             if likelihood == "multinomial":
                 refined = _profile_em(aggregated, own, _block_profiles(X, rows, columns, z_min, min_size, axis))
             else:
@@ -663,7 +661,7 @@ def _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     item, gone once the item moved (heavy no longer), or seen to rest on one once others moved (modelled heavy
     no longer)."""
     def counts(rows, columns):  # (heavy blocks, those of them modelled heavy)
-        return tuple(int(blocks.sum()) for blocks in _heavy_and_modelled(X, rows, columns, z_min, min_size))
+        return tuple(int(blocks.sum()) for blocks in _heavy_and_modelled(X, rows, columns, z_min, min_size)[:2])
 
     start = counts(rows, columns)
     new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
@@ -840,7 +838,7 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        clusters: a DP mixture's posterior summary leaves borderline rows of a small block out more often than
        the block's own densities would (a small cluster's rates are uncertain and its prior weight is small).
        The heavy blocks here are those the extraction would report: a block beside a denser one that rests
-       on one item is modelled at the background (:func:`_modelled_heavy`). Rounds that leave fewer heavy
+       on one item is modelled at the background (:func:`_heavy_and_modelled`). Rounds that leave fewer heavy
        blocks than they started from, by the rule's count and by the model's, are not kept (EM can empty a
        small cluster; step 4 is the only one that adds a cluster).
     2. Clusters of one side are merged, a pair at a time, while a candidate merge raises the classification
