@@ -219,7 +219,8 @@ def test_a_block_resting_on_a_stray_row_is_not_modelled_heavy():
     np.testing.assert_array_equal(modelled, [[False, False], [True, False], [False, True]])
     Xd = X.toarray()
     np.testing.assert_array_equal(row_counts[16], [Xd[16, column_labels == 0].sum(), 44])
-    np.testing.assert_array_equal(column_counts, np.column_stack([Xd[row_labels == k].sum(axis=0) for k in range(3)]))
+    np.testing.assert_array_equal(column_counts,
+                                  np.column_stack([Xd[row_labels == k].sum(axis=0) for k in range(3)]))
     refined_rows, refined_columns = refine_partition(X, row_labels, column_labels)
     assert np.flatnonzero(refined_rows == 2).tolist() == [2, 3, 12, 16, 18]
     np.testing.assert_array_equal(refined_columns, column_labels)

@@ -603,14 +603,15 @@ def _first_profile_merge(X, labels, ids, members, likelihoods, observed, n, scor
 
 
 def _heavy_and_modelled(X, rows, columns, z_min, min_size):
-    """``(heavy, modelled, item_counts)``: ``heavy`` and ``modelled`` (K_r, K_c) bool, the significance rule's
-    heavy blocks (:func:`_heavy_of_partition`, one background density) and those of them the EM's block model
-    holds heavy, all but those beside a denser block that rest on one item (``extract._without_strays``), which
-    the extraction does not report either; ``item_counts``, the rows' counts over the column clusters (n_rows,
-    K_c) and the columns' over the row clusters (n_cols, K_r), which the test of those blocks reads. Such a
-    block is most often the rest of a cluster made heavy by a member of the denser block that the partition left
-    out; modelled at a density of its own, it keeps that member where it is (case 2: a small block's row at 44
-    counts with the background rows, whose block on the small block's columns it makes heavy)."""
+    """``(heavy, modelled, item_counts)``: ``heavy`` and ``modelled`` (K_r, K_c) bool, the significance
+    rule's heavy blocks (:func:`_heavy_of_partition`, one background density) and those of them the EM's block
+    model holds heavy, all but those beside a denser block that rest on one item
+    (``extract._without_strays``), which the extraction does not report either; ``item_counts``, the rows'
+    counts over the column clusters (n_rows, K_c) and the columns' over the row clusters (n_cols, K_r), which
+    the test of those blocks reads. Such a block is most often the rest of a cluster made heavy by a member of
+    the denser block that the partition left out; modelled at a density of its own, it keeps that member where
+    it is (case 2: a small block's row at 44 counts with the background rows, whose block on the small block's
+    columns it makes heavy)."""
     (row_sets, column_sets, heavy, background, _, z_min, dispersion, observed, row_depths, column_depths,
      item_counts) = _backgrounds(X, rows, columns, z_min, min_size, False)
     expected = background * np.outer(row_sets.sum(axis=1), column_sets.sum(axis=1))
@@ -661,7 +662,8 @@ def _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     item, gone once the item moved (heavy no longer), or seen to rest on one once others moved (modelled heavy
     no longer)."""
     def counts(rows, columns):  # (heavy blocks, those of them modelled heavy)
-        return tuple(int(blocks.sum()) for blocks in _heavy_and_modelled(X, rows, columns, z_min, min_size)[:2])
+        heavy, modelled, _ = _heavy_and_modelled(X, rows, columns, z_min, min_size)
+        return int(heavy.sum()), int(modelled.sum())
 
     start = counts(rows, columns)
     new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
