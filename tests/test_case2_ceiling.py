@@ -46,3 +46,18 @@ def test_replicate_7_turns_on_the_design_shares(ceiling):
     counts = X[:, columns[0]].sum(axis=1)
     np.testing.assert_array_equal(counts[design[0][0] != learned[0][0]], [44, 44])
     np.testing.assert_array_equal(learned[1], design[1])
+
+
+def test_draws_of_another_token_count_and_their_oracle(ceiling):
+    from conjoined.datasets import make_cdp_case
+
+    X, rows, columns = ceiling.draw_case(3)
+    X_table, rows_table, columns_table = make_cdp_case(2, random_state=3)
+    np.testing.assert_array_equal(X, X_table)
+    np.testing.assert_array_equal(rows, rows_table)
+    X, rows, columns = ceiling.draw_case(3, n_tokens=5000, shuffle=True)
+    assert X.sum() == 5000
+    # 144 block cells share half the tokens, the 256 others the rest
+    assert ceiling.cell_densities(rows, columns, X.sum()) == pytest.approx((2500 / 144, 2500 / 256))
+    found = ceiling.oracle_biclusters(X, rows, columns)
+    assert jaccard_score(found, (rows, columns)) >= 0.75
