@@ -60,6 +60,7 @@ from conjoined.metrics import _cell_jaccard, jaccard_score
 CASE = 2
 ROW_PRIOR = np.array([4, 8, 8]) / 20  # small block, large block, background
 COLUMN_PRIOR = np.array([4, 16]) / 20  # small block, large block
+TABLE_TOKENS = CDP_CASES[CASE]["n_tokens"]  # the paper's table: 4000 (its authors' code drew 5000)
 
 
 def cell_densities(rows, columns, n_tokens):
@@ -69,11 +70,10 @@ def cell_densities(rows, columns, n_tokens):
     return p * n_tokens / marked.sum(), (1 - p) * n_tokens / (marked.size - marked.sum())
 
 
-def draw_case(seed, n_tokens=None, shuffle=False):
+def draw_case(seed, n_tokens=TABLE_TOKENS, shuffle=False):
     """``(X, rows, columns)``: case 2 drawn from ``seed`` as ``make_cdp_case`` draws it, with ``n_tokens``
-    tokens (default: the paper's table, 4000; the authors' code drew 5000)."""
+    tokens."""
     spec = CDP_CASES[CASE]
-    n_tokens = spec["n_tokens"] if n_tokens is None else n_tokens
     return make_biclusters_counts(spec["shape"], spec["blocks"], n_tokens, spec["p"], random_state=seed,
                                   shuffle=shuffle)
 
@@ -172,7 +172,7 @@ def compare(path):
               f"more probable), above it in {(scores > oracle).sum()}")
 
 
-def fit_draw(seed, n_tokens=None):
+def fit_draw(seed, n_tokens=TABLE_TOKENS):
     """(CDP's Jaccard, the oracle's, the oracle's with learned weights, whether a bicluster is the small
     block) on the shuffled draw of ``seed`` (:func:`draw_case`)."""
     X, rows, columns = draw_case(seed, n_tokens, shuffle=True)
@@ -186,16 +186,14 @@ def fit_draw(seed, n_tokens=None):
     return jaccard_score(found, (rows, columns)), *oracles, small_found
 
 
-def fit_cdp(n_draws, seed, jobs, n_tokens=None):
+def fit_cdp(n_draws, seed, jobs, n_tokens=TABLE_TOKENS):
     """CDP's defaults on ``n_draws`` shuffled draws against the oracle on the same draws."""
-    seeds = range(seed, seed + n_draws)
     with ProcessPoolExecutor(jobs) as pool:
-        results = list(pool.map(fit_draw, seeds, [n_tokens] * n_draws, chunksize=10))
+        results = list(pool.map(fit_draw, range(seed, seed + n_draws), [n_tokens] * n_draws, chunksize=10))
     cdp, oracle, learned, small_found = (np.array(column) for column in zip(*results))
-    tokens = CDP_CASES[CASE]["n_tokens"] if n_tokens is None else n_tokens
     sd, lost = cdp.std(ddof=1), (~small_found).sum()
     below, above = (cdp < oracle - 1e-12).sum(), (cdp > oracle + 1e-12).sum()
-    print(f"CDP (defaults), {n_draws} shuffled draws of {tokens} tokens (seeds {seed}.."
+    print(f"CDP (defaults), {n_draws} shuffled draws of {n_tokens} tokens (seeds {seed}.."
           f"{seed + n_draws - 1}): mean Jaccard {cdp.mean():.4f} (sd {sd:.3f}, standard error "
           f"{sd / np.sqrt(n_draws):.4f}), oracle {oracle.mean():.4f} on the same draws (with learned weights "
           f"{learned.mean():.4f}); below the oracle in {below} draws, above it in {above}; no bicluster is "
@@ -211,10 +209,10 @@ def main():
     parser.add_argument("--fit", type=int, metavar="N",
                         help="only fit CDP's defaults to N shuffled draws and compare with the oracle")
     parser.add_argument("--jobs", type=int, default=1, help="processes for --fit")
-    parser.add_argument("--n-tokens", type=int, default=None,
+    parser.add_argument("--n-tokens", type=int, default=TABLE_TOKENS,
                         help="tokens per draw (default: the table's 4000; the authors' code: 5000)")
     args = parser.parse_args()
-    if args.n_tokens is not None and args.n_tokens < 1:
+    if args.n_tokens < 1:
         parser.error("--n-tokens must be >= 1")
     if args.fit:
         fit_cdp(args.fit, args.seed, args.jobs, args.n_tokens)
