@@ -14,6 +14,7 @@ from conjoined.background import (
     _item_depths,
     _level_shape,
     _levelled_background,
+    _parameters,
     _reference_blocks,
     _shrunk_levels,
 )
@@ -157,6 +158,32 @@ def test_levels_start_from_the_uniform_fixed_point():
                                       lambda *args: _levelled_background(*args, (np.ones(3), np.ones(2))))
     np.testing.assert_array_equal(from_density[0], [[True, False], [False, False], [False, False]])
     assert np.ptp(from_density[1]) > 0
+
+
+def test_levels_from_every_block_where_the_uniform_fixed_point_hides_them():
+    # Block totals at row level x column level (no block raised) on a partition with a shallow row cluster (2)
+    # and a shallow column cluster (2). Against one density 14 of the other 15 blocks are heavy, and the light
+    # blocks left, the shallow clusters' cross and block (5, 0), hold too few counts to demand levels: from the
+    # uniform fixed point the background stays one density. From levels fitted to every block, none is heavy:
+    # 5 + 3 parameters for the levels against 14 heavy blocks.
+    sizes = np.outer([4.0, 11.0, 2.0, 5.0, 4.0, 4.0], [15.0, 15.0, 2.0, 8.0])
+    levels = np.outer([3.0, 1.4, 0.15, 2.2, 4.1, 0.8], [0.8, 2.0, 0.15, 4.0])
+    observed = np.round(levels * sizes)
+    eligible = np.ones(sizes.shape, bool)
+    uniform = _heavy_blocks(observed, sizes, 3.0, eligible, observed.sum() / sizes.sum(), False)
+    assert uniform[0].sum() == 14
+    heavy, background, _, _ = _heavy_blocks(observed, sizes, 3.0, eligible, observed.sum() / sizes.sum(), True)
+    assert not heavy.any()
+    # the levels, shrunk towards 1 where a cluster has few counts (the shallow ones: within 20%)
+    deep = np.ix_([0, 1, 3, 4, 5], [0, 1, 3])
+    np.testing.assert_allclose((background / levels)[deep], background[0, 0] / levels[0, 0], rtol=0.005)
+    np.testing.assert_allclose(background / levels, background[0, 0] / levels[0, 0], rtol=0.2)
+    assert _parameters((heavy, background), sizes) == 8
+    # two blocks raised three- and two-fold over the same levels are found, and only they
+    observed[0, 0] *= 3
+    observed[3, 1] *= 2
+    heavy = _heavy_blocks(observed, sizes, 3.0, eligible, observed.sum() / sizes.sum(), True)[0]
+    np.testing.assert_array_equal(np.argwhere(heavy), [[0, 0], [3, 1]])
 
 
 def test_a_cluster_heavy_everywhere_gets_its_lowest_block_as_baseline():

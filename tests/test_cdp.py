@@ -227,6 +227,18 @@ def test_defaults_find_no_biclusters_in_most_unstructured_counts(monkeypatch):
     assert [CDP(random_state=seed).fit(noise).n_biclusters_ for seed, noise in zip((0, 1, 4), noises)] == [4, 5, 2]
 
 
+def test_defaults_find_no_biclusters_where_rows_and_columns_differ_in_depth_alone():
+    # counts at row depth x column depth, no block raised: the mixtures group rows and columns by depth and,
+    # against one density, every block but the shallowest clusters' is heavy. These four drew 15, 9, 12 and 6
+    # biclusters before the background's levels were also sought from every block (forty-eighth session).
+    for seed in (104, 108, 113, 116):
+        rng = np.random.default_rng(seed)
+        column_depths, row_depths = rng.gamma(2.0, 1.0, 40), rng.gamma(2.0, 1.0, 30)
+        X = rng.poisson(np.outer(row_depths, column_depths))
+        assert CDP(random_state=0).fit(X).n_biclusters_ == 0
+        assert CDP(random_state=0, background="uniform").fit(X).n_biclusters_ > 0
+
+
 def test_background_levels_find_the_raised_blocks_of_genes_at_different_depths():
     # tests/mixtures.py: 20 of 60 genes expressed 20 times deeper than the rest, four raised blocks. The
     # default background takes the depths as levels and finds the four blocks exactly; the paper's uniform
