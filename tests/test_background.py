@@ -172,6 +172,9 @@ def test_levels_from_every_block_where_the_uniform_fixed_point_hides_them():
     eligible = np.ones(sizes.shape, bool)
     uniform = _heavy_blocks(observed, sizes, 3.0, eligible, observed.sum() / sizes.sum(), False)
     assert uniform[0].sum() == 14
+    from_uniform = _heavy_fixed_point(observed, sizes, 3.0, eligible, uniform[1],
+                                      lambda *args: _levelled_background(*args, (np.ones(6), np.ones(4))))
+    assert from_uniform[0].sum() == 14 and np.ptp(from_uniform[1]) == 0
     heavy, background, _, _ = _heavy_blocks(observed, sizes, 3.0, eligible, observed.sum() / sizes.sum(), True)
     assert not heavy.any()
     # the levels, shrunk towards 1 where a cluster has few counts (the shallow ones: within 20%)
@@ -179,6 +182,10 @@ def test_levels_from_every_block_where_the_uniform_fixed_point_hides_them():
     np.testing.assert_allclose((background / levels)[deep], background[0, 0] / levels[0, 0], rtol=0.005)
     np.testing.assert_allclose(background / levels, background[0, 0] / levels[0, 0], rtol=0.2)
     assert _parameters((heavy, background), sizes) == 8
+    # levels on one side only cost that side's occupied clusters less one (row cluster 1 here has no cells)
+    one_side = np.outer([1.0, 1.0, 2.0, 3.0], np.ones(3))
+    with_empty = np.outer([2.0, 0.0, 3.0, 1.0], [4.0, 5.0, 6.0])
+    assert _parameters((np.eye(4, 3, dtype=bool), one_side), with_empty) == 3 + 2
     # two blocks raised three- and two-fold over the same levels are found, and only they
     observed[0, 0] *= 3
     observed[3, 1] *= 2

@@ -12,26 +12,28 @@ not biclusters. By default ``z_min`` is 3, raised to the one-sided 1% family-wis
 blocks tested when there are more than about 7 of them, so that large partitions do not yield chance
 biclusters. ``strength = (O - E) / sqrt(E)`` (over-dispersed counts: below).
 
-The background is one density, the paper's model, unless the light blocks demand more: then, from that
-fixed point on, it has a level for each row cluster and each column cluster, ``rho0_kl = rho0 u_k v_l``,
-fitted to the light blocks by empirical Bayes (levels Gamma-distributed around 1; a side's levels stay 1
-unless its clusters' totals differ beyond Poisson noise by five sigma of evidence). Real data need this:
-genes (words) of very different depths. Against one density, a cluster of highly expressed genes is
-"heavy" in every cell cluster, and highly expressed outsiders join every bicluster; with levels a
-bicluster is a block raised above the rest of its row and column clusters. A cluster heavy in most of its
-blocks takes the rest of its blocks as its baseline: from its median block down, the highest that none of
-its blocks falls clearly below (a cluster of deep genes, heavy against the uniform background wherever a
-cell cluster is large enough to show it); with one or two blocks and none light, its lowest (so a column
-cluster heavy in every row cluster turns levels on even over uniform light blocks). The levelled
-background also lets the blocks' totals be over-dispersed, when its reference blocks vary beyond Poisson
-noise by five sigma: each cell negative binomial around its mean, the variance's excess growing with the
-block's background and the spread of its items' depths (``_block_dispersion``), and ``z`` and the
-strength are then ``(O - E) / sqrt(dispersion E)``. Real counts are: a cluster of deep genes varies between
-cell clusters far beyond Poisson noise, and against a Poisson test it was a bicluster in most of them. On
-the partitions CDP finds for the simulation cases the background stays uniform and Poisson (the paper's
-four cases, 50 replicates each: always). A heavy block must also exceed its background by ``z_min ** 2``
-counts: against the level of a cluster with next to no counts in its light blocks, two counts would
-otherwise stand dozens of "standard deviations" high.
+The background is one density, the paper's model, unless the light blocks demand more: then, from that fixed
+point on, it has a level for each row cluster and each column cluster, ``rho0_kl = rho0 u_k v_l``, fitted to
+the light blocks by empirical Bayes (levels Gamma-distributed around 1; a side's levels stay 1 unless its
+clusters' totals differ beyond Poisson noise by five sigma of evidence). Real data need this: genes (words) of
+very different depths. Against one density, a cluster of highly expressed genes is "heavy" in every cell
+cluster, and highly expressed outsiders join every bicluster; with levels a bicluster is a block raised above
+the rest of its row and column clusters. The same iteration also runs from levels fitted to every block, and
+its fixed point is kept when it spends fewer parameters (heavy blocks, and each levelled side's clusters less
+one): where rows and columns differ in depth alone, the light blocks left by one density are too few to demand
+levels (:func:`_heavy_blocks`). A cluster heavy in most of its blocks takes the rest of its blocks as its
+baseline: from its median block down, the highest that none of its blocks falls clearly below (a cluster of
+deep genes, heavy against the uniform background wherever a cell cluster is large enough to show it); with one
+or two blocks and none light, its lowest (so a column cluster heavy in every row cluster turns levels on even
+over uniform light blocks). The levelled background also lets the blocks' totals be over-dispersed, when its
+reference blocks vary beyond Poisson noise by five sigma: each cell negative binomial around its mean, the
+variance's excess growing with the block's background and the spread of its items' depths
+(``_block_dispersion``), and ``z`` and the strength are then ``(O - E) / sqrt(dispersion E)``. Real counts
+are: a cluster of deep genes varies between cell clusters far beyond Poisson noise, and against a Poisson test
+it was a bicluster in most of them. On the partitions CDP finds for the simulation cases the background stays
+uniform and Poisson (the paper's four cases, 50 replicates each: always). A heavy block must also exceed its
+background by ``z_min ** 2`` counts: against the level of a cluster with next to no counts in its light
+blocks, two counts would otherwise stand dozens of "standard deviations" high.
 
 Items get a depth of their own in the same way, when their counts demand it: within a cluster, genes (words,
 cells) differ in depth too, and an item deeper than its cluster stands above its cluster's background in every
@@ -238,8 +240,8 @@ def _heavy_blocks(observed, sizes, z_min, eligible, initial_density, levels, spr
     therefore also run from levels fitted to every block (the independence of rows and columns), and its
     fixed point is kept when it has levels and describes the blocks with fewer parameters
     (:func:`_parameters`: a heavy block costs one, a side's levels its clusters less one); on a tie, the
-    fixed point reached from the uniform one. A uniform fixed point with fewer heavy blocks than either side
-    has clusters is therefore always kept, as on the paper's simulation cases.
+    fixed point reached from the uniform one. When that one keeps one density and has fewer heavy blocks than
+    the smaller side has clusters (with cells), it is therefore always kept, as on the paper's simulation cases.
     """
     state = _heavy_fixed_point(observed, sizes, z_min, eligible, np.full(observed.shape, float(initial_density)),
                                _uniform_background)
@@ -262,7 +264,8 @@ def _heavy_blocks(observed, sizes, z_min, eligible, initial_density, levels, spr
 def _parameters(state, sizes):
     """How many parameters a fixed point ``(heavy, background, ...)`` of :func:`_heavy_fixed_point` spends on
     the blocks beyond one density: one for each heavy block, and K - 1 for a side whose K clusters (those with
-    cells, ``sizes`` (K_r, K_c) > 0) have levels."""
+    cells, ``sizes`` (K_r, K_c) > 0) have levels. The over-dispersion of a levelled background is not counted:
+    both fixed points compared may have one."""
     heavy, background = state[:2]
     occupied = background[np.ix_((sizes > 0).any(axis=1), (sizes > 0).any(axis=0))]
     count = int(heavy.sum())
