@@ -999,6 +999,15 @@ def test_plot_of_a_folder_that_is_not_a_fit(tmp_path, capsys):
     assert status == 2 and "matrix.npz" in err and err.count("\n") == 1
 
 
+def test_plot_of_a_model_that_is_no_archive_says_so(reference, tmp_path, capsys):
+    outdir = tmp_path / "copy"
+    shutil.copytree(reference, outdir)
+    (outdir / "model.npz").write_bytes(b"overwritten by something else")
+    status, _, err = _run(["plot", outdir], capsys)
+    assert status == 2 and err.count("\n") == 1
+    assert "cannot read the saved fit (not a zip archive" in err and "pickle" not in err, err
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [

@@ -430,6 +430,11 @@ def test_npz_round_trip(tmp_path, counts):
     np.savez(tmp_path / "dense.npz", X=X)
     with pytest.raises(ValueError, match=r"dense\.npz: not a scipy.sparse \.npz"):
         read_matrix(tmp_path / "dense.npz")
+    # any other file: said to be no zip archive, not given NumPy's advice to load it as a pickle
+    (tmp_path / "text.npz").write_text("gene,cell\n")
+    with pytest.raises(ValueError, match=r"text\.npz: not a scipy.sparse \.npz file .*\(not a zip archive") as info:
+        read_matrix(tmp_path / "text.npz")
+    assert "pickle" not in str(info.value)
 
 
 @pytest.mark.parametrize("name", ["m.mtx", "m.npz"])

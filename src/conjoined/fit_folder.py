@@ -24,6 +24,7 @@ from .cdp import (
     repeatable_params,
 )
 from .io import (
+    _npz_failure,
     atomic_output_dir,
     atomic_output_file,
     unique_names,
@@ -167,7 +168,7 @@ def _load_model(path):
         with np.load(path, allow_pickle=False) as saved:
             arrays = {name: saved[name] for name in saved.files}
     except Exception as exc:  # noqa: BLE001 - any read failure is one line naming the file
-        raise ValueError(f"{path}: cannot read the saved fit ({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"{path}: cannot read the saved fit ({_npz_failure(path, exc)})") from None
     if "bicluster_row_clusters_" not in arrays and "bicluster_pairs_" in arrays:  # saved before biclusters joined blocks
         arrays["bicluster_row_clusters_"], arrays["bicluster_column_clusters_"] = pair_cluster_masks(
             arrays["bicluster_pairs_"])

@@ -22,6 +22,7 @@ import signal
 import threading
 import uuid
 import warnings
+import zipfile
 import zlib
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -476,8 +477,18 @@ def _read_npz(path):
         return _csr_as_stored(sp.load_npz(path))
     except Exception as exc:  # noqa: BLE001
         raise ValueError(
-            f"{path}: not a scipy.sparse .npz file (write one with scipy.sparse.save_npz) ({_one_line(exc)})"
+            f"{path}: not a scipy.sparse .npz file (write one with scipy.sparse.save_npz) "
+            f"({_npz_failure(path, exc)})"
         ) from None
+
+
+def _npz_failure(path, exc):
+    """Why ``path`` could not be read as a .npz file, in one line: "not a zip archive" where it is a file but not
+    a zip archive, as every .npz file is (NumPy reads such a file as a pickle, and its error advises
+    ``allow_pickle``, which no .npz file needs), else the exception's first line."""
+    if os.path.isfile(path) and not zipfile.is_zipfile(path):
+        return "not a zip archive, as .npz files are"
+    return _one_line(exc)
 
 
 def _non_integer_example(matrix):
