@@ -193,7 +193,9 @@ def test_table_without_row_names(tmp_path, counts):
     ("name,a,b\nx,1,-99999999999999999999999\ny,3,oops\n", "column 'b' is not numeric"),
     ("", "the file is empty"),
     (b"\x7fELF\x02\x01\x01\x00\xff\xfe\x00", r"not a text table \(it holds bytes that are not UTF-8 text: a binary "
-                                           r"file\?\)"),
+                                           r"file, or text in another encoding, such as Latin-1, to be saved as "
+                                           r"UTF-8\)"),
+    ("name,a\ncaf\xe9,1\n".encode("latin-1"), r"not a text table \(.* such as Latin-1, to be saved as UTF-8"),
     ("name,a,b\nx,1,2\ny,3\n", r"a missing value .*, first at \(row, col\) = \(1, 1\): row 'y', column 'b'"),
     ("a,b\n1,2\n,4\n", r"a missing value .*, first at \(row, col\) = \(1, 0\): column 'a'"),
 ])

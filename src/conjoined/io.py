@@ -279,7 +279,8 @@ def _read_table(path, sep, first_column):
         raise ValueError(f"{path}: the file is empty") from None
     except UnicodeDecodeError:
         raise ValueError(
-            f"{path}: not a text table (it holds bytes that are not UTF-8 text: a binary file?)") from None
+            f"{path}: not a text table (it holds bytes that are not UTF-8 text: a binary file, or text in another "
+            "encoding, such as Latin-1, to be saved as UTF-8)") from None
     except Exception as exc:  # noqa: BLE001 - any parse failure becomes one line naming the file
         raise ValueError(f"{path}: cannot parse as a table ({_one_line(exc)})") from None
     # A first line of unquoted numbers only, as long as the next, may be counts (numpy's savetxt writes no header)
