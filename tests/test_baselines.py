@@ -1,6 +1,7 @@
 """Baselines of the paper's comparison: each recovers what its own model plants; Bimax matches brute force."""
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -88,13 +89,33 @@ def test_bimax_equals_brute_force_on_random_binary_matrices():
         n_rows, n_cols = rng.integers(1, 8, size=2)
         B = (rng.random((n_rows, n_cols)) < rng.uniform(0.2, 0.9)).astype(int)
         min_rows, min_cols = (int(v) for v in rng.integers(1, 4, size=2))
-        est = Bimax(min_rows=min_rows, min_cols=min_cols, preprocess=None).fit(B)
+        est = Bimax(min_rows=min_rows, min_cols=min_cols, max_biclusters=None, preprocess=None).fit(B)
         found = as_sets(est.rows_, est.columns_)
         assert len(found) == len(set(found)), "a bicluster was reported twice"
         assert set(found) == brute_force_maximal(B, min_rows, min_cols)
         assert est.n_biclusters_ == len(found)
         n_checked += len(found)
     assert n_checked > 500  # the random matrices are not trivially empty
+
+
+def test_bimax_finds_biclusters_in_the_order_of_biclust():
+    # The order of biclust's C program (src/rbimax.c, compiled and run on this matrix), whose first
+    # ``number`` biclusters BCBimax returns: row 1 splits the columns, the rows reordered in place as it
+    # selects them; picking the lowest row with a zero instead ends with the last two swapped.
+    B = np.array([[0, 0, 0, 0, 1], [0, 0, 1, 1, 1], [0, 1, 1, 1, 1], [0, 0, 0, 1, 0], [1, 0, 1, 1, 1]])
+    expected = [((0, 1, 2, 4), (4,)), ((1, 2, 3, 4), (3,)), ((1, 2, 4), (2, 3, 4)), ((4,), (0, 2, 3, 4)),
+                ((2,), (1, 2, 3, 4))]
+    found = Bimax(min_rows=1, min_cols=1, preprocess=None).fit(B)
+    assert as_sets(found.rows_, found.columns_) == expected
+    first_four = Bimax(min_rows=1, min_cols=1, max_biclusters=4, preprocess=None).fit(B)
+    assert as_sets(first_four.rows_, first_four.columns_) == expected[:4]
+
+
+def test_bimax_stops_at_100_biclusters_by_default_as_biclust():
+    counts = np.random.default_rng(0).poisson(1.0, size=(500, 300))  # far more than 100,000 maximal ones
+    found = Bimax().fit(counts)
+    assert found.n_biclusters_ == 100 and found.rows_.shape == (100, 500)
+    assert len(set(as_sets(found.rows_, found.columns_))) == 100
 
 
 def test_bimax_warns_when_binarizing_leaves_no_one():
@@ -108,7 +129,7 @@ def test_bimax_warns_when_binarizing_leaves_no_one():
 def test_bimax_limit_counts_and_empty_result():
     rng = np.random.default_rng(1)
     B = (rng.random((8, 8)) < 0.6).astype(int)
-    everything = Bimax(preprocess=None).fit(B)
+    everything = Bimax(max_biclusters=None, preprocess=None).fit(B)
     limited = Bimax(max_biclusters=3, preprocess=None).fit(B)
     assert everything.n_biclusters_ > 3 and limited.n_biclusters_ == 3
     all_found = set(as_sets(everything.rows_, everything.columns_))
@@ -127,6 +148,19 @@ def test_bimax_limit_counts_and_empty_result():
 
 
 # --- Cheng & Church ---
+
+
+def test_cheng_church_warns_when_the_whole_matrix_is_within_max_msr():
+    counts = np.random.default_rng(0).poisson(3.0, size=(30, 20))
+    counts[:8, :6] += 10  # a block that the paper's setting cannot see
+    message = r"whole matrix .* mean squared residue of 0\.\d+, within max_msr=1"
+    with pytest.warns(UserWarning, match=message) as record:
+        found = ChengChurch(random_state=0).fit(counts)  # column z-scores: the CDP paper's call
+    assert record[0].filename == __file__
+    assert found.rows_[0].all() and found.columns_[0].all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ChengChurch(max_msr=0.5, random_state=0).fit(counts)
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_cheng_church_recovers_additive_bicluster_exactly(seed):

@@ -21,49 +21,82 @@ def _bits(mask, n):
     return np.array([(mask >> j) & 1 for j in range(n)], dtype=bool)
 
 
-def _enumerate_maximal(row_masks, n_cols, min_rows, min_cols, limit):
-    """Prelic's divide and conquer over rows given as column bitmasks.
+def _covers(columns, required):
+    """True when the bitmask ``columns`` holds every column of ``required``."""
+    return columns & required == required
 
-    A problem is ``(rows, columns, required)``: candidate row indices, a column bitmask, and a tuple of column
-    bitmasks every bicluster of the problem must intersect (the "Z" sets that keep the two halves of a split
-    from reporting the same bicluster twice). Returns ``[(row_index_list, column_mask), ...]`` in discovery
-    order.
+
+def _enumerate_maximal(row_masks, n_cols, min_rows, min_cols, limit):
+    """Prelic's divide and conquer, in the order of Zitzler's C program that biclust's ``BCBimax`` runs.
+
+    ``row_masks``: each row as a column bitmask. The rows sit in one array that each sub-problem reorders in
+    place: the rows it selects are swapped to the front of its range, and the split row is the first in the
+    range that lacks one of the problem's columns. ``considered[level]`` holds the columns of the problem at
+    depth ``level``; ``mandatory[:n]`` the column sets (the "Z" sets) that a sub-problem's columns must meet
+    so that the two halves of a split do not report one bicluster twice. A problem is reported when all its
+    rows have all its columns, with every column its rows share. The search runs as biclust's C recursion
+    does, on an explicit stack of frames, so that ``limit`` keeps the biclusters ``BCBimax(number=limit)``
+    returns.
+    Returns ``[(row_index_list, column_mask), ...]`` in that order.
     """
+    n_rows = len(row_masks)
+    order = list(range(n_rows))  # original index of the row at each position
+    masks = list(row_masks)
+    considered = [0] * (n_rows + 2)
+    considered[0] = (1 << n_cols) - 1
+    mandatory = [0] * (n_rows + 2)
     found = []
-    stack = [(list(range(len(row_masks))), (1 << n_cols) - 1, ())]
+
+    def select_rows(first, last, level):
+        """Swap the rows of ``first..last`` that share a column with ``considered[level]`` to the front;
+        ``(how many, whether one of them also has a column outside it)``."""
+        columns, selected, overlapping = considered[level], 0, False
+        while first <= last:
+            shared = masks[first] & columns
+            if shared == 0:
+                order[first], order[last] = order[last], order[first]
+                masks[first], masks[last] = masks[last], masks[first]
+                last -= 1
+                continue
+            overlapping |= shared != masks[first]
+            selected += 1
+            first += 1
+        return selected, overlapping
+
+    def conquer(first, last, level, n_mandatory):
+        columns = considered[level]
+        shared = (1 << n_cols) - 1
+        for position in range(first, last + 1):
+            shared &= masks[position]
+        if columns and _covers(shared, columns):
+            if last - first + 1 >= min_rows and shared.bit_count() >= min_cols:
+                found.append((sorted(order[first:last + 1]), shared))
+            return
+        split = next((p for p in range(first, last + 1) if not _covers(masks[p], columns)), first)
+        left = columns & masks[split]  # C_U: the split row's columns
+        considered[level + 1] = left
+        overlapping = False
+        if left.bit_count() >= min_cols and all(left & z for z in mandatory[:n_mandatory]):
+            selected, overlapping = select_rows(first, last, level + 1)
+            if selected >= min_rows:
+                yield first, first + selected - 1, level + 1, n_mandatory
+        considered[level + 1] = columns & ~left  # C_V
+        if overlapping:
+            mandatory[n_mandatory] = considered[level + 1]
+            n_mandatory += 1
+        selected, _ = select_rows(first, last, level + 1)
+        considered[level + 1] = columns
+        if selected >= min_rows:
+            yield first, first + selected - 1, level + 1, n_mandatory
+
+    stack = [conquer(0, n_rows - 1, 0, 0)]
     while stack and (limit is None or len(found) < limit):
-        rows, columns, required = stack.pop()
-        if columns.bit_count() < min_cols:
-            continue
-        # reduce: a row can only belong to a bicluster of this problem if it has a one in every required set
-        rows = [
-            i for i in rows
-            if row_masks[i] & columns and all(row_masks[i] & columns & z for z in required)
-        ]
-        if len(rows) < min_rows:
-            continue
-        mixed = next((i for i in rows if row_masks[i] & columns != columns), None)
-        if mixed is None:
-            found.append((rows, columns))
-            continue
-        left = row_masks[mixed] & columns  # C_U: the columns where the split row has ones
-        right = columns & ~left  # C_V
-        in_left, in_right, in_both = [], [], []
-        for i in rows:
-            ones = row_masks[i] & columns
-            if ones & right == 0:
-                in_left.append(i)
-            elif ones & left == 0:
-                in_right.append(i)
-            else:
-                in_both.append(i)
-        # pushed in reverse so that the C_U half is explored first, as in the recursive formulation
-        if in_right and not in_both:
-            stack.append((in_right, right, required))
-        elif in_both:
-            stack.append((in_both + in_right, columns, required + (right,)))
-        stack.append((in_left + in_both, left, required))
-    return found
+        problem = next(stack[-1], None)
+        if problem is None:
+            stack.pop()
+        else:
+            stack.append(conquer(*problem))
+    return found if limit is None else found[:limit]
 
 
 class Bimax(Baseline):
@@ -72,18 +105,29 @@ class Bimax(Baseline):
     The divide and conquer of Prelic et al.: pick a row with both zeros and ones among the current columns;
     its ones ``C_U`` and zeros ``C_V`` split the columns. Rows with ones only in ``C_U`` (``G_U``), only in
     ``C_V`` (``G_V``) or in both (``G_W``) define two sub-problems: ``(G_U + G_W) x C_U`` and
-    ``(G_W + G_V) x all columns`` restricted to biclusters that use at least one column of ``C_V`` (or simply
-    ``G_V x C_V`` when ``G_W`` is empty). Every maximal all-ones bicluster with at least ``min_rows`` rows and
-    ``min_cols`` columns is reported exactly once and nothing non-maximal is reported. The number of maximal
-    biclusters can grow exponentially with the matrix size: ``max_biclusters`` stops the enumeration early
-    (biclust's ``BCBimax`` used ``number=100``).
+    ``(G_W + G_V) x all columns`` restricted to biclusters that use at least one column of ``C_V``. Every
+    maximal all-ones bicluster with at least ``min_rows`` rows and ``min_cols`` columns is reported exactly
+    once and nothing non-maximal is reported. The number of maximal biclusters can grow exponentially with the
+    matrix size (955 on a draw of the CDP paper's 50 x 50 case 3, well beyond 100,000 on a 500 x 300 matrix
+    of counts), so the search stops after ``max_biclusters``, 100 by default as biclust's
+    ``BCBimax(number=100)``. The search follows Zitzler's C program that ``BCBimax`` runs, its split rows and
+    the order in which it reorders the rows, so that the biclusters kept when more exist are those ``BCBimax``
+    returns.
+
+    Two things of that program are not reproduced. It builds its column sets with 32-bit shifts into 64-bit
+    words: on a 64-bit machine, in a matrix of more than 32 columns it reads column ``c`` and ``c + 32`` as
+    one and masks some of them off, so ``BCBimax`` on the CDP paper's cases 1, 3 and 4 (50, 50 and 100
+    columns) searched another matrix than the one it was given. And a flag that it reads unset when a split's
+    first half is skipped is taken as 0 here (a value that changes the order of the search, not what it
+    finds).
 
     Parameters
     ----------
     min_rows, min_cols : int, default=2
         Smallest bicluster reported (>= 1).
-    max_biclusters : int or None, default=None
-        Stop after this many biclusters (in the order the depth-first search finds them); None: all of them.
+    max_biclusters : int or None, default=100
+        Stop after this many biclusters, in the order ``BCBimax`` finds them; None: all of them (which can
+        take hours on a matrix of a few hundred rows and columns).
     preprocess : {"binarize", None}, default="binarize"
         ``"binarize"``: ``log(X + 1) > binarize_threshold`` (X must be non-negative, e.g. counts). ``None``:
         ``X`` is already binary and must contain only 0 and 1.
@@ -105,7 +149,7 @@ class Bimax(Baseline):
     Notes
     -----
     Input is densified (see ``conjoined.baselines._preprocess``). Runs in pure Python on rows stored as column
-    bitmasks: intended for the small matrices of the paper's simulations.
+    bitmasks: the first 100 biclusters of a 500 x 300 matrix of counts in about 0.02 s, 20,000 in 1 s.
 
     References
     ----------
@@ -114,7 +158,7 @@ class Bimax(Baseline):
     data. Bioinformatics 22(9), 1122-1129.
     """
 
-    def __init__(self, min_rows=2, min_cols=2, max_biclusters=None, preprocess="binarize",
+    def __init__(self, min_rows=2, min_cols=2, max_biclusters=100, preprocess="binarize",
                  binarize_threshold=1.0):
         self.min_rows = min_rows
         self.min_cols = min_cols

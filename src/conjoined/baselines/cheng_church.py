@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .._validation import check_bool, check_int, check_positive, keeping_state_on_failure
@@ -108,6 +110,11 @@ class ChengChurch(Baseline):
     drawn uniformly between the minimum and maximum of the (preprocessed) data, so it is not found again. The
     search stops early when a bicluster would have fewer than 2 rows or 2 columns (as in biclust's ``BCCC``).
 
+    The defaults are the CDP paper's call, ``BCCC(scale(X), delta=1)``, for its comparison: on column z-scores
+    the whole matrix has a mean squared residue below 1, so its first bicluster is the whole matrix and the
+    others are found in the masking values, whatever the data (``fit`` warns). On data of your own, choose
+    ``max_msr`` below the whole matrix's residue.
+
     Parameters
     ----------
     n_biclusters : int, default=5
@@ -189,6 +196,14 @@ class ChengChurch(Baseline):
         # the squared values, at random above or below H: a tolerance far above that, far below any real residue.
         tolerance = ROUND_OFF * float(np.mean(A**2))
         n_rows, n_cols = A.shape
+        whole_msr = _residue_scores(A, np.ones(n_rows, bool), np.ones(n_cols, bool))[0]
+        if whole_msr <= max_msr + tolerance:
+            warnings.warn(
+                f"the whole matrix (preprocess={self.preprocess!r}) has a mean squared residue of "
+                f"{whole_msr:.3g}, within max_msr={max_msr:g}: it is the first bicluster, and the next ones "
+                f"are searched in the random values that mask it. Choose max_msr below {whole_msr:.3g} "
+                "(Cheng & Church chose delta for each data set; on column-standardised data, the CDP paper's "
+                "setting, the whole matrix is always below 1).", UserWarning, stacklevel=3)
 
         found_rows, found_columns, found_inverted, found_msr = [], [], [], []
         for _ in range(n_biclusters):

@@ -12,22 +12,27 @@ from ._preprocess import Baseline, preprocess, validate_input
 
 
 class Spectral(Baseline):
-    """Kluger et al.'s spectral (checkerboard) biclustering with the setting of biclust's ``BCSpectral``.
+    """Kluger et al.'s spectral (checkerboard) biclustering: scikit-learn's ``SpectralBiclustering``.
 
     Rows and columns are each partitioned by k-means on the leading singular vectors of the normalised matrix;
     every (row cluster, column cluster) pair is a bicluster, so the biclusters tile the matrix. With the
     defaults the normalisation is Kluger's ``"log"``: scikit-learn shifts the matrix so that its minimum is 1,
     takes the log and removes row and column means. For a count matrix containing a zero this is
-    ``log(X + 1)`` double-centred, which is what the paper ran: biclust's ``BCSpectral`` on the raw counts
-    with its default ``normalization="log"``. So no further preprocessing is needed (``preprocess="log1p"``
-    together with ``method="log"`` would take the log twice).
+    ``log(X + 1)`` double-centred, the normalisation of biclust's ``BCSpectral`` on raw counts (its default
+    ``normalization="log"``), which the paper ran. So no further preprocessing is needed
+    (``preprocess="log1p"`` together with ``method="log"`` would take the log twice).
+
+    The rest of ``BCSpectral`` differs and is not reproduced: it clusters each of its
+    ``numberOfEigenvalues=3`` leading singular vectors on its own, with a number of clusters chosen for each
+    vector, forms the biclusters of every pair of vectors, and keeps those whose within variation is below
+    ``withinVar`` and that have more than two rows and two columns. The paper reports no score for it.
 
     Parameters
     ----------
     n_clusters : int or (int, int), default=3
         Number of row and column clusters (one int for both); the result has their product of biclusters.
     method : {"log", "bistochastic", "scale"}, default="log"
-        scikit-learn's normalisation; ``"log"`` is Kluger's and biclust's default.
+        scikit-learn's normalisation; ``"log"`` is Kluger's (and, for counts, biclust's default).
     n_components, n_best : int, default=6, 3
         Singular vectors computed / kept (as in scikit-learn).
     preprocess : {None, "log1p", "standardize", "binarize"}, default=None
@@ -47,8 +52,7 @@ class Spectral(Baseline):
     Notes
     -----
     Input is densified (see ``conjoined.baselines._preprocess``); the ``"log"`` method needs dense data
-    anyway. biclust's ``BCSpectral`` also drops biclusters whose within variation exceeds ``withinVar``; this
-    wrapper returns the whole checkerboard, as scikit-learn does.
+    anyway.
 
     References
     ----------
