@@ -50,6 +50,9 @@ MIN_TREND_SAMPLES = 20
 R_HAT_MAX = 1.01
 # fewer samples a chain than this after warm-up get no R-hat: each half of a split chain needs a variance
 MIN_R_HAT_SAMPLES = 4
+# Relative difference below which R-hat takes two draws as equal: far above the round-off of a log posterior
+# summed in another order (about 1e-14 of it), far below any difference between partitions that matters.
+TIE_TOLERANCE = 1e-10
 
 
 class ChainNotSettledWarning(ConvergenceWarning):
@@ -216,16 +219,33 @@ def split_r_hat(traces):
     Buerkner (2021): each chain cut in halves, the pooled draws replaced by the normal scores of their ranks
     (ties share their average rank), then the classic R-hat, ``sqrt(((n - 1) / n W + B / n) / W)``; the larger of
     the draws' (bulk) and of their distances from the pooled median (tails). 1 when every draw is equal; inf when
-    each half-chain is constant but they differ. Needs at least ``MIN_R_HAT_SAMPLES`` samples a chain."""
+    each half-chain is constant but they differ. Needs at least ``MIN_R_HAT_SAMPLES`` samples a chain.
+
+    Draws within ``TIE_TOLERANCE`` times the largest magnitude of one another are ties: two chains in one
+    partition compute its log posterior from sums taken in another order, and ranks would read their last
+    digits as a difference (chains that agree on every sample gave R-hats of 1.04-1.47)."""
     traces = np.asarray(traces, dtype=np.float64)
     if traces.ndim != 2 or traces.shape[0] < 2 or traces.shape[1] < MIN_R_HAT_SAMPLES:
         raise ValueError(f"traces must have shape (n_chains >= 2, n_samples >= {MIN_R_HAT_SAMPLES}), got "
                          f"{traces.shape}")
     if not np.all(np.isfinite(traces)):
         raise ValueError("traces hold non-finite values")
+    traces = _merged_ties(traces, TIE_TOLERANCE * np.abs(traces).max())
     half = traces.shape[1] // 2
     halves = np.vstack([traces[:, :half], traces[:, traces.shape[1] - half:]])
     return max(_r_hat(_normal_scores(halves)), _r_hat(_normal_scores(np.abs(halves - np.median(halves)))))
+
+
+def _merged_ties(draws, tolerance):
+    """``draws`` with each run of values that lie within ``tolerance`` of the next in sorted order set to the
+    run's smallest."""
+    flat = draws.ravel()
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    starts = np.concatenate([[True], np.diff(ordered) > tolerance])
+    merged = np.empty_like(flat)
+    merged[order] = ordered[np.flatnonzero(starts)][np.cumsum(starts) - 1]
+    return merged.reshape(draws.shape)
 
 
 def _normal_scores(draws):
@@ -235,10 +255,10 @@ def _normal_scores(draws):
 
 def _r_hat(chains):
     n = chains.shape[1]
+    if np.all(chains == chains[:, :1]):  # each chain constant (variances computed from means are not exactly 0)
+        return 1.0 if np.all(chains == chains[0, 0]) else np.inf
     within = chains.var(axis=1, ddof=1).mean()
     between = n * chains.mean(axis=1).var(ddof=1)
-    if within == 0:
-        return 1.0 if between == 0 else np.inf
     return float(np.sqrt(((n - 1) / n * within + between / n) / within))
 
 
@@ -269,7 +289,8 @@ def compare_chains(models):
     if len(shapes) > 1:
         raise ValueError("the DPMMs were fitted to data of different shapes (points, features): "
                          f"{sorted(shapes)}; chains must share their data")
-    models_given = {(float(model.alpha), repr(model.prior)) for model in models}
+    # the prior each fit used (prior=None resolved), by its settings: a sampled scale differs from chain to chain
+    models_given = {(float(model.alpha), model.prior_.checkpoint_label()) for model in models}
     if len(models_given) > 1:
         raise ValueError(f"the DPMMs differ in alpha or prior: {sorted(models_given)}; chains must be fits of one "
                          "model")
