@@ -138,6 +138,18 @@ def test_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), conjoined.DPMM(checkpoint=path, **PARAMS).fit(X))
 
 
+@pytest.mark.parametrize("kind, estimate", [("counts", {}), ("gaussian", MAP), ("counts", dict(MAP, warmup=24))])
+def test_a_chain_resumed_with_more_iterations_is_the_longer_chain(tmp_path, monkeypatch, kind, estimate):
+    X = DATA[kind]()
+    params = {**PARAMS, **estimate}
+    path = tmp_path / "fit.npz"
+    conjoined.DPMM(checkpoint=path, **params).fit(X)  # finished at 24 iterations
+    steps = count_steps(monkeypatch)
+    extended = conjoined.DPMM(checkpoint=path, **dict(params, n_iter=40)).fit(X)
+    assert steps["n"] == 40 - 24
+    assert_same_fit(conjoined.DPMM(**dict(params, n_iter=40)).fit(X), extended)
+
+
 def test_checkpoint_of_another_fit_is_refused(tmp_path):
     X = count_mixture(3)
     path = tmp_path / "fit.npz"
@@ -154,8 +166,11 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
     spawned.spawn(1)  # the same entropy, other children
     with pytest.raises(ValueError, match="seed"):
         conjoined.DPMM(checkpoint=path, **dict(PARAMS, random_state=spawned)).fit(X)
-    with pytest.raises(ValueError, match="n_iter"):
-        conjoined.DPMM(checkpoint=path, **dict(PARAMS, n_iter=30)).fit(X)
+    with pytest.raises(ValueError, match="n_iter: 24 in the file, 20 now"):
+        conjoined.DPMM(checkpoint=path, **dict(PARAMS, n_iter=20)).fit(X)
+    with pytest.raises(ValueError, match=r"warmup: 12 in the file, 15 now\) \(a chain goes on to more iterations "
+                                         r"with the warm-up it was drawn with: give warmup=12\)"):
+        conjoined.DPMM(checkpoint=path, **dict(PARAMS, n_iter=30, warmup=None)).fit(X)
     # a checkpoint holds the most probable sample only if written for it
     with pytest.raises(ValueError, match="estimate: None in the file, 'map' now"):
         conjoined.DPMM(checkpoint=path, **dict(PARAMS, estimate="map")).fit(X)

@@ -209,10 +209,17 @@ class Checkpointer:
         current = dict(self.settings)
         if current.get("seed") is None:
             current["seed"] = saved.get("seed")
-        differ = [f"{key}: {saved.get(key)!r} in the file, {current.get(key)!r} now"
-                  for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]
+        keys = [key for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]
+        # a chain resumed with more iterations goes on to them: it is the chain an uninterrupted fit draws
+        extending = isinstance(saved.get("n_iter"), int) and current.get("n_iter", 0) > saved["n_iter"]
+        if extending:
+            keys.remove("n_iter")
+        differ = [f"{key}: {saved.get(key)!r} in the file, {current.get(key)!r} now" for key in keys]
         if differ:
             start = ""
+            if keys == ["warmup"] and extending:
+                start = (f" (a chain goes on to more iterations with the warm-up it was drawn with: give "
+                         f"warmup={saved['warmup']})")
             if saved.get("init_labels") != current.get("init_labels"):
                 # CDP's first mixtures: a fit started from one cluster (before the spectral start, or init="one")
                 # resumes with the start it was made with

@@ -43,6 +43,8 @@ from .sams import sams_move
 
 # Collapsed Gibbs updates of single random points per iteration after warm-up (``point_moves.py``).
 POINT_MOVES = 16
+# Values (points x features) scored at a time by predict, predict_proba and score_samples.
+PREDICTION_BLOCK_VALUES = 1 << 22
 
 
 def fresh_seed():
@@ -154,6 +156,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         Sampler iterations.
     burn_out : int, default=15
         Passes a cluster must have had since it was created or reset before a sub-cluster split or merge.
+        Those proposals are made in the warm-up only: with ``burn_out >= warmup`` (at the defaults, ``n_iter <
+        32``) none is made, and clusters come and go by the exact moves alone.
     warmup : int or None, default=None
         Iterations at the start that also use Chang & Fisher's sub-cluster split/merge proposals, which find
         clusters fast on large data but are not exact (a test against enumerated posteriors on a handful of points
@@ -193,9 +197,10 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         File (``.npz``) where the fit is saved every ``checkpoint_every`` iterations and at the end, atomically.
         If the file exists when ``fit`` starts and was written for the same data and parameters, the fit resumes
         from it and ends exactly as an uninterrupted fit would (a finished checkpoint gives the result without
-        sampling); one written for other data or parameters raises a ValueError. ``random_state=None`` resumes
-        whatever seed the file was started with. The file holds the traces, so it grows with
-        ``n_iter x n_samples`` when ``store_labels``.
+        sampling); one written for other data or parameters raises a ValueError, but for a larger ``n_iter``: with
+        ``warmup`` as it was, the chain goes on to it, the chain an uninterrupted fit of that length draws (so a
+        chain that has not settled can be extended). ``random_state=None`` resumes whatever seed the file was
+        started with. The file holds the traces, so it grows with ``n_iter x n_samples`` when ``store_labels``.
     checkpoint_every : int, default=10
         Iterations between checkpoints.
     estimate : {"sample", "map"}, default="sample"
@@ -425,6 +430,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
                     start, state = 0, sampler.init(backend, settings.init_clusters, prior, init_labels)
                 else:
                     start, state, best = resumed
+                    if best is not None and best.iteration < first_sample:
+                        best = None  # a chain extended past its warm-up's end: samples count from there on
                     if traces["psi_scale"] is not None:  # a checkpoint holds at least one iteration
                         prior = prior.with_scale(traces["psi_scale"][start - 1])
                     bar.update(start)
@@ -506,19 +513,24 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
 
     def _log_joint(self, raw):
         """(n_samples, n_clusters_) log weight plus log likelihood of each point of ``raw`` (checked) in each
-        cluster, without the terms no cluster changes (``prior_.log_point_constant``)."""
+        cluster, without the terms no cluster changes (``prior_.log_point_constant``). Points are scored
+        ``PREDICTION_BLOCK_VALUES`` values at a time: the kernels' form of the data (``NormalGamma``'s CSR rows of
+        (z, z^2): 24 bytes a value) is made for one block at a time, not for all of ``raw``."""
         log_w = np.log(self.weights_)
+        block = max(1, PREDICTION_BLOCK_VALUES // max(raw.shape[1], 1))
+        scores = np.empty((raw.shape[0], log_w.shape[0]))
         # parallel kernels, whatever the size: under numba's workqueue layer they must take turns with any fit
         with numba_threads(resolve_n_jobs(self.n_jobs)), parallel_section(True):
-            if self.prior_.sparse_kernels:
-                csr = self.prior_.kernel_data(raw)
-                log_rate, offset = self._expected_params
-                scores = kernels.count_log_likelihoods(
-                    csr.indptr.astype(np.int64), csr.indices.astype(np.int32), csr.data,
-                    np.ascontiguousarray(log_rate.T), offset,
-                )
-            else:
-                scores = kernels.gaussian_log_likelihoods(self.prior_.kernel_data(raw), *self._expected_params)
+            for start in range(0, raw.shape[0], block):
+                part = self.prior_.kernel_data(raw[start:start + block])
+                if self.prior_.sparse_kernels:
+                    log_rate, offset = self._expected_params
+                    scores[start:start + block] = kernels.count_log_likelihoods(
+                        part.indptr.astype(np.int64, copy=False), part.indices.astype(np.int32, copy=False),
+                        part.data, np.ascontiguousarray(log_rate.T), offset,
+                    )
+                else:
+                    scores[start:start + block] = kernels.gaussian_log_likelihoods(part, *self._expected_params)
         return scores + log_w
 
     def predict_proba(self, X):
