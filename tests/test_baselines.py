@@ -98,6 +98,12 @@ def test_bimax_equals_brute_force_on_random_binary_matrices():
     assert n_checked > 500  # the random matrices are not trivially empty
 
 
+def test_spectral_warns_on_a_constant_matrix():
+    with pytest.warns(UserWarning, match="X is constant") as record:
+        Spectral(n_clusters=2, random_state=0).fit(np.full((6, 5), 3.0))
+    assert record[0].filename == __file__
+
+
 def test_bimax_finds_biclusters_in_the_order_of_biclust():
     # The order of biclust's C program (src/rbimax.c, compiled and run on this matrix), whose first
     # ``number`` biclusters BCBimax returns: row 1 splits the columns, the rows reordered in place as it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.cluster import SpectralBiclustering
@@ -88,6 +89,9 @@ class Spectral(Baseline):
         for what, wanted, size in zip(("row", "column"), clusters, data.shape):
             if isinstance(wanted, numbers.Integral) and wanted > size:
                 raise ValueError(f"n_clusters asks for {wanted} {what} clusters, more than X's {size} {what}s")
+        if np.ptp(data) == 0:
+            warnings.warn("X is constant: every partition of it fits alike, and the checkerboard returned is "
+                          "arbitrary", UserWarning, stacklevel=3)
         seed = self.random_state
         if isinstance(seed, np.random.Generator):
             seed = int(seed.integers(np.iinfo(np.int32).max))
