@@ -290,8 +290,10 @@ def test_compare_chains_bad_input():
         compare_chains([a, _chains(X, 20, seeds=[2], alpha=2.0)[0]])
     with pytest.raises(ValueError, match="differ in alpha or prior"):
         compare_chains([a, _chains(X, 20, seeds=[2], prior=conjoined.PoissonGamma())[0]])
-    # the default prior named or not is one model
+    # the default prior named or not is one model; given settings are compared
     named = _chains(X, 20, seeds=[2], prior=type(a.prior_)())[0]
     assert compare_chains([a, named]).n_chains == 2
+    with pytest.raises(ValueError, match="differ in alpha or prior"):
+        compare_chains([a, _chains(X, 20, seeds=[2], prior=type(a.prior_)(beta=0.5))[0]])
     with pytest.raises(ValueError, match="no samples after its warm-up"):
         compare_chains(_chains(X, 20, seeds=[0, 1], warmup=20))
