@@ -223,6 +223,21 @@ def test_cdp_resumes_from_its_checkpoint_directory(tmp_path, monkeypatch):
     assert_same_fit(expected.column_dpmm_, resumed.column_dpmm_)
 
 
+def test_a_cdp_checkpoint_folder_is_not_run_on_to_more_iterations(tmp_path):
+    """CDP's later mixtures read data that depend on the earlier ones: a folder written at one n_iter is refused
+    at another before any file in it is rewritten, and still resumes at its own."""
+    from conjoined.datasets import make_cdp_case
+
+    X, _, _ = make_cdp_case(2, random_state=0)
+    params = {"n_iter": 20, "n_reassign": 5, "random_state": 0, "checkpoint": tmp_path / "cdp"}
+    first = conjoined.CDP(**params).fit(X)
+    files = {path.name: path.read_bytes() for path in (tmp_path / "cdp").iterdir()}
+    with pytest.raises(ValueError, match="n_iter: 20 in the file, 21 now"):
+        conjoined.CDP(**dict(params, n_iter=21)).fit(X)
+    assert {path.name: path.read_bytes() for path in (tmp_path / "cdp").iterdir()} == files
+    np.testing.assert_array_equal(conjoined.CDP(**params).fit(X).rows_, first.rows_)
+
+
 def test_cdp_without_a_seed_records_its_seed_in_the_checkpoint_folder(tmp_path, monkeypatch):
     # random_state=None drew a new root seed at every fit: a fit started again could neither resume the
     # folder's DPMM runs nor reuse them, and was refused as written with other parameters

@@ -680,7 +680,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         """The side's DPMM fitted on ``data`` (with the Dask ``client`` of :meth:`_mixtures_client`), from
         ``init_labels`` (None: one cluster), appended to ``fits``; whether it settled is said by ``fit`` for all
         the fits at once."""
-        dpmm = self._dpmm(side, seed, client)._fit(data, init_labels)
+        dpmm = self._dpmm(side, seed, client)._fit(data, init_labels, extends=False)
         fits.append((side, dpmm))
         return dpmm
 

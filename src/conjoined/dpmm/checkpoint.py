@@ -128,13 +128,15 @@ class Checkpointer:
     """Saves a fit every ``every`` iterations (and at the last) to ``path``, and resumes from it.
 
     ``settings`` is a dict of plain values (parameters that change the chain, the seed's entropy or None); with
-    ``data_key`` (``data_digest``) it must match the file's for a resume.
+    ``data_key`` (``data_digest``) it must match the file's for a resume, but for a larger ``n_iter`` when
+    ``extends``: the chain then goes on to it.
     """
 
-    def __init__(self, path, every, data_key, settings):
+    def __init__(self, path, every, data_key, extends, settings):
         self.path = os.fspath(path)
         self.every = every
         self.data_key = data_key
+        self.extends = extends
         self.settings = settings
 
     def due(self, iteration, n_iter):
@@ -211,7 +213,8 @@ class Checkpointer:
             current["seed"] = saved.get("seed")
         keys = [key for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]
         # a chain resumed with more iterations goes on to them: it is the chain an uninterrupted fit draws
-        extending = isinstance(saved.get("n_iter"), int) and current.get("n_iter", 0) > saved["n_iter"]
+        extending = (self.extends and isinstance(saved.get("n_iter"), int)
+                     and current.get("n_iter", 0) > saved["n_iter"])
         if extending:
             keys.remove("n_iter")
         differ = [f"{key}: {saved.get(key)!r} in the file, {current.get(key)!r} now" for key in keys]

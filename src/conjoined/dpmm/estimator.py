@@ -43,7 +43,8 @@ from .sams import sams_move
 
 # Collapsed Gibbs updates of single random points per iteration after warm-up (``point_moves.py``).
 POINT_MOVES = 16
-# Values (points x features) scored at a time by predict, predict_proba and score_samples.
+# Values (entries stored: points x features, or a sparse input's non-zeros) scored at a time by predict,
+# predict_proba and score_samples.
 PREDICTION_BLOCK_VALUES = 1 << 22
 
 
@@ -199,7 +200,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         from it and ends exactly as an uninterrupted fit would (a finished checkpoint gives the result without
         sampling); one written for other data or parameters raises a ValueError, but for a larger ``n_iter``: with
         ``warmup`` as it was, the chain goes on to it, the chain an uninterrupted fit of that length draws (so a
-        chain that has not settled can be extended). ``random_state=None`` resumes whatever seed the file was
+        chain that has not settled can be extended), and the file then holds the longer chain. ``random_state=None`` resumes whatever seed the file was
         started with. The file holds the traces, so it grows with ``n_iter x n_samples`` when ``store_labels``.
     checkpoint_every : int, default=10
         Iterations between checkpoints.
@@ -317,10 +318,11 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
 
     @unwrapping_interruptions
     @keeping_state_on_failure
-    def _fit(self, X, init_labels=None):
+    def _fit(self, X, init_labels=None, extends=True):
         """``fit`` without its warning (a CDP fit says it once for all its mixtures). ``init_labels`` (n_samples,):
         the chain's first partition, in place of ``init_clusters`` random clusters (CDP's spectral start); its
-        clusters are renumbered 0, 1, ... in order of first appearance."""
+        clusters are renumbered 0, 1, ... in order of first appearance. ``extends=False``: a checkpoint of fewer
+        iterations is refused, not run on (CDP's later mixtures read data that depend on the earlier ones)."""
         n_iter = check_int(self.n_iter, "n_iter", minimum=1)
         settings = RunSettings(
             alpha=check_positive(self.alpha, "alpha"),
@@ -379,7 +381,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             # a chain started from given labels is tied to them (left out otherwise, as in earlier checkpoints)
             start = {} if init_labels is None else {"init_labels": data_digest(init_labels.astype(np.float64))}
             checkpointer = Checkpointer(
-                checkpoint, checkpoint_every, data_digest(data),
+                checkpoint, checkpoint_every, data_digest(data), extends,
                 dict(settings._asdict(), prior=prior_description(prior), store_labels=store_labels,
                      seed=seed, **centred, **estimate, **start),
             )
@@ -517,17 +519,21 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         ``PREDICTION_BLOCK_VALUES`` values at a time: the kernels' form of the data (``NormalGamma``'s CSR rows of
         (z, z^2): 24 bytes a value) is made for one block at a time, not for all of ``raw``."""
         log_w = np.log(self.weights_)
-        block = max(1, PREDICTION_BLOCK_VALUES // max(raw.shape[1], 1))
-        scores = np.empty((raw.shape[0], log_w.shape[0]))
+        n = raw.shape[0]
+        values_per_point = raw.nnz / max(n, 1) if sp.issparse(raw) else raw.shape[1]
+        block = max(1, int(PREDICTION_BLOCK_VALUES // max(values_per_point, 1)))
+        scores = np.empty((n, log_w.shape[0]))
+        if self.prior_.sparse_kernels:
+            log_rate, offset = self._expected_params
+            log_rate_t = np.ascontiguousarray(log_rate.T)
         # parallel kernels, whatever the size: under numba's workqueue layer they must take turns with any fit
         with numba_threads(resolve_n_jobs(self.n_jobs)), parallel_section(True):
-            for start in range(0, raw.shape[0], block):
+            for start in range(0, n, block):
                 part = self.prior_.kernel_data(raw[start:start + block])
                 if self.prior_.sparse_kernels:
-                    log_rate, offset = self._expected_params
                     scores[start:start + block] = kernels.count_log_likelihoods(
                         part.indptr.astype(np.int64, copy=False), part.indices.astype(np.int32, copy=False),
-                        part.data, np.ascontiguousarray(log_rate.T), offset,
+                        part.data, log_rate_t, offset,
                     )
                 else:
                     scores[start:start + block] = kernels.gaussian_log_likelihoods(part, *self._expected_params)
