@@ -114,12 +114,10 @@ class Bimax(Baseline):
     the order in which it reorders the rows, so that the biclusters kept when more exist are those ``BCBimax``
     returns.
 
-    Two things of that program are not reproduced. It builds its column sets with 32-bit shifts into 64-bit
-    words: on a 64-bit machine, in a matrix of more than 32 columns it reads column ``c`` and ``c + 32`` as
-    one and masks some of them off, so ``BCBimax`` on the CDP paper's cases 1, 3 and 4 (50, 50 and 100
-    columns) searched another matrix than the one it was given. And a flag that it reads unset when a split's
-    first half is skipped is taken as 0 here (a value that changes the order of the search, not what it
-    finds).
+    The order is that of biclust's current source, which initialises a flag that older releases read unset and
+    starts each call's count of biclusters afresh; one difference remains: a bicluster narrower than
+    ``min_rows`` or ``min_cols`` is never reported, where the program reports an all-ones matrix that has
+    fewer rows or columns than asked for.
 
     Parameters
     ----------
