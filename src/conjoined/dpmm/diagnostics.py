@@ -221,7 +221,7 @@ def split_r_hat(traces):
     the draws' (bulk) and of their distances from the pooled median (tails). 1 when every draw is equal; inf when
     each half-chain is constant but they differ. Needs at least ``MIN_R_HAT_SAMPLES`` samples a chain.
 
-    Draws within ``TIE_TOLERANCE`` times the largest magnitude of the smallest of their group are ties
+    Draws are ties in groups no wider than ``TIE_TOLERANCE`` times the traces' largest magnitude
     (:func:`_merged_ties`): two chains in one partition compute its log posterior from sums taken in another
     order, and ranks would read their last digits as a difference (chains that agree on every sample gave
     R-hats of 1.04-1.47)."""
