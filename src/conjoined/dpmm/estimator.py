@@ -195,13 +195,14 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         With ``backend="dask"``: a scheduler address to connect to. Without ``client`` or ``address``, an embedded
         ``LocalCluster`` on 127.0.0.1 (2 worker processes, 1 thread each) is started and closed by ``fit``.
     checkpoint : str, path or None, default=None
-        File (``.npz``) where the fit is saved every ``checkpoint_every`` iterations and at the end, atomically.
-        If the file exists when ``fit`` starts and was written for the same data and parameters, the fit resumes
-        from it and ends exactly as an uninterrupted fit would (a finished checkpoint gives the result without
-        sampling); one written for other data or parameters raises a ValueError, but for a larger ``n_iter``: with
-        ``warmup`` as it was, the chain goes on to it, the chain an uninterrupted fit of that length draws (so a
-        chain that has not settled can be extended), and the file then holds the longer chain. ``random_state=None`` resumes whatever seed the file was
-        started with. The file holds the traces, so it grows with ``n_iter x n_samples`` when ``store_labels``.
+        File (``.npz``) where the fit is saved every ``checkpoint_every`` iterations and at the end,
+        atomically. If the file exists when ``fit`` starts and was written for the same data and parameters,
+        the fit resumes from it and ends exactly as an uninterrupted fit would (a finished checkpoint gives
+        the result without sampling); one written for other data or parameters raises a ValueError, but for a
+        larger ``n_iter``: with ``warmup`` as it was, the chain goes on to it, the chain an uninterrupted fit
+        of that length draws (so a chain that has not settled can be extended), and the file then holds the
+        longer chain. ``random_state=None`` resumes whatever seed the file was started with. The file holds
+        the traces, so it grows with ``n_iter x n_samples`` when ``store_labels``.
     checkpoint_every : int, default=10
         Iterations between checkpoints.
     estimate : {"sample", "map"}, default="sample"
