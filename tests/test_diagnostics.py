@@ -113,7 +113,8 @@ def test_a_dpmm_still_climbing_warns_at_the_users_line_and_a_settled_one_does_no
                         r"more iterations: raise n_iter \(now 100\) and read log_posterior_trace_ and "
                         r"n_clusters_trace_\.", str(caught[0].message))
     assert caught[0].filename == __file__
-    assert climbing.log_posterior_trend_.settled is False and climbing.log_posterior_trend_.change > 1000
+    climb = climbing.log_posterior_trend_  # 416 nats at z 58 (over 1,000 before the warm-up's last passes split)
+    assert climb.settled is False and climb.change > 100 and climb.z > 10
     assert climbing.log_posterior_trend_.n_samples == 50
     with pytest.warns(ChainNotSettledWarning) as caught:
         conjoined.DPMM(random_state=0).fit_predict(digits)
@@ -233,21 +234,22 @@ def _chains(X, n_iter, seeds=range(4), **params):
 
 
 def test_chains_that_agree_and_chains_too_short_to_tell():
-    """Case 3's rows, 1,000 iterations from four seeds: both R-hats within 1.01, the pooled posterior of K over
-    the 4 x 500 samples, and the same blocks in every chain. At 100 iterations the same chains cannot show it
-    (K's posterior is split between 5 and 6 row clusters and each chain has stayed at one of them for long)."""
+    """Case 3's rows, 2,000 iterations from four seeds: both R-hats within 1.01, the pooled posterior of K over
+    the 4 x 1,000 samples, and the same blocks in every chain. At 100 iterations the same chains cannot show it
+    (K's posterior is split between 5 and 6 row clusters and each chain has stayed at one of them for long); at
+    1,000, K's R-hat is 1.007-1.014 depending on the chains' draws, too close to 1.01 for a test."""
     X = conjoined.make_cdp_case(3, random_state=0)[0]
-    chains = _chains(X, 1000)
+    chains = _chains(X, 2000)
     comparison = compare_chains(chains)
-    assert comparison.n_chains == 4 and comparison.n_samples == 500
+    assert comparison.n_chains == 4 and comparison.n_samples == 1000
     assert comparison.r_hat_log_posterior <= R_HAT_MAX and comparison.r_hat_n_clusters <= R_HAT_MAX
     assert comparison.agree is True
-    pooled = np.concatenate([chain.n_clusters_trace_[500:] for chain in chains])
+    pooled = np.concatenate([chain.n_clusters_trace_[1000:] for chain in chains])
     assert comparison.k_posterior == {k: np.mean(pooled == k) for k in np.unique(pooled)}
     assert sum(comparison.k_posterior.values()) == pytest.approx(1.0)
-    assert comparison.chain_k_posteriors[2] == {k: np.mean(chains[2].n_clusters_trace_[500:] == k)
-                                                for k in np.unique(chains[2].n_clusters_trace_[500:])}
-    assert comparison.best_chain == int(np.argmax([chain.log_posterior_trace_[500:].max() for chain in chains]))
+    assert comparison.chain_k_posteriors[2] == {k: np.mean(chains[2].n_clusters_trace_[1000:] == k)
+                                                for k in np.unique(chains[2].n_clusters_trace_[1000:])}
+    assert comparison.best_chain == int(np.argmax([chain.log_posterior_trace_[1000:].max() for chain in chains]))
     assert np.all(np.diag(comparison.label_agreement) == 1.0) and comparison.label_agreement.min() > 0.99
     assert np.array_equal(comparison.label_agreement, comparison.label_agreement.T)
 

@@ -501,6 +501,51 @@ def test_point_moves_close_a_stray_singleton():
     assert normalized_mutual_info_score(z, backend.all_labels()) == pytest.approx(1.0)
 
 
+def test_the_warmups_last_passes_split_a_young_cluster_whose_subclusters_part():
+    """A cluster younger than burn_out is split in the warm-up's last burn_out passes when its sub-clusters
+    are more probable apart, without a random draw; a young cluster of one component is left alone, not reset;
+    an older cluster keeps its Metropolis-Hastings draw."""
+    from conjoined.dpmm.sampler import DPMMState
+    X, z = multinomial_mixture(2, n=120, K=3)
+    prior = conjoined.Multinomial(0.5).fitted(X.astype(float))
+
+    def step(passes_left, ages=(3, 3)):
+        backend = backends.LocalBackend(sp.csr_matrix(X), np.random.SeedSequence(0).spawn(1))
+        # components 0 and 1 in cluster 0, its sub-clusters; component 2 in cluster 1, cut in two at random
+        backend.labels = (z == 2).astype(np.int32)
+        even = np.arange(120) % 2 == 0
+        parts = [z == 0, z == 1, (z == 2) & even, (z == 2) & ~even]
+        stats = SufficientStats(np.array([p.sum() for p in parts], float).reshape(2, 2),
+                                np.stack([X[p].sum(axis=0) for p in parts]).reshape(2, 2, -1).astype(float))
+        rng = np.random.default_rng(0)
+        start = DPMMState(stats, np.array(ages), np.zeros(2, bool))
+        state, info = sampler.step(start, backend, prior, 1.0, 15, rng, passes_left=passes_left)
+        return state, info, backend.all_labels().copy(), rng.bit_generator.state
+
+    late, early, unlimited = step(15), step(16), step(None)
+    assert late[1].n_splits == 1 and normalized_mutual_info_score(z, late[2]) == pytest.approx(1.0)
+    # the split cluster and the new one start again (age 1, random sub-labels); the unsplit one goes on
+    assert late[0].age.tolist() == [1, 4, 1] and late[0].random_sub.tolist() == [True, False, True]
+    for other in (early, unlimited):
+        assert other[1].n_splits == 0 and other[0].age.shape[0] == 2
+        assert other[3] == late[3]  # the same draws: the young splits take none
+    old = step(15, ages=(20, 3))
+    assert old[1].n_splits == 1 and old[3] != late[3]  # the old cluster's split was drawn
+
+
+def test_a_short_chain_splits_in_its_warmup():
+    """With burn_out >= warmup (n_iter=12: warm-up 6, burn_out 15) no cluster comes of age, and the young
+    splits are the warm-up's only sub-cluster splits: six separated clusters are found from every seed."""
+    rng = np.random.default_rng(0)
+    means = rng.normal(scale=10.0, size=(6, 8))
+    truth = rng.integers(6, size=20_000)
+    X = means[truth] + rng.standard_normal((20_000, 8))
+    for seed in range(4):
+        model = conjoined.DPMM(n_iter=12, random_state=seed).fit(X)
+        assert model.n_clusters_trace_[model.warmup_ - 1] == 6
+        assert normalized_mutual_info_score(truth, model.labels_) == pytest.approx(1.0)
+
+
 def test_point_priorities_are_a_fixed_hash_of_seed_and_index():
     a = backends.point_priorities(7, 0, 1000)
     assert np.array_equal(a[500:], backends.point_priorities(7, 500, 500))

@@ -157,8 +157,11 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         Sampler iterations.
     burn_out : int, default=15
         Passes a cluster must have had since it was created or reset before a sub-cluster split or merge.
-        Those proposals are made in the warm-up only: with ``burn_out >= warmup`` (at the defaults, ``n_iter <
-        32``) none is made, and clusters come and go by the exact moves alone.
+        Those proposals are made in the warm-up only. In its last ``burn_out`` passes, where a new cluster
+        cannot come of age, every younger cluster whose sub-clusters have had a pass is split whenever they
+        are more probable apart (all the warm-up when ``burn_out >= warmup``: at the defaults, ``n_iter <
+        32``). Clusters so made are not merged in the warm-up: a short one may end with a few too many, which
+        the exact moves after it merge.
     warmup : int or None, default=None
         Iterations at the start that also use Chang & Fisher's sub-cluster split/merge proposals, which find
         clusters fast on large data but are not exact (a test against enumerated posteriors on a handful of points
@@ -443,6 +446,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
                     state, (n_splits, n_merges) = sampler.step(
                         state, backend, prior, settings.alpha, settings.burn_out, rng,
                         subcluster_moves=it < settings.warmup,
+                        passes_left=settings.warmup - it,
                     )
                     for _ in range(settings.exact_moves):
                         state, split, merge = sams_move(state, backend, prior, settings.alpha, rng)

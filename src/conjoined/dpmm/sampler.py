@@ -11,7 +11,8 @@ expose ``initialize``, ``assign`` and ``update`` (see ``backends.py``). One ``st
 4. empty clusters removed; a cluster with an empty sub-cluster is reset (random sub-labels next pass);
 5. with ``subcluster_moves``, split proposals, then pairwise merge proposals (Chang & Fisher), each accepted with
    its Hastings ratio; a cluster whose split is rejected is reset too (sub-clusters that straddle two components
-   never separate by themselves: a fresh hyperplane gives them another chance);
+   never separate by themselves: a fresh hyperplane gives them another chance); in the warm-up's last
+   ``burn_out`` passes, a cluster younger than that is split whenever its sub-clusters are more probable apart;
 6. one relabelling message to the shards.
 
 Chang & Fisher's pass (3) lets clusters empty but never creates one, so with the moves of (5) it finds structure
@@ -25,7 +26,8 @@ update. Clusters are then created and removed by the exact split/merge moves of 
 single-point Gibbs moves of ``point_moves.py``.
 
 A cluster may split or merge only once it has had ``burn_out`` passes (and at least one) since it was created or
-reset: its sub-clusters need a pass to fit before a split proposal means anything.
+reset: its sub-clusters need a pass to fit before a split proposal means anything. In the warm-up's last
+``burn_out`` passes a younger cluster may split too (step 5, ``step``'s ``passes_left``).
 
 For count priors, steps 1-2, the split ratios and the log posterior are single kernel calls
 (``kernels.count_*``): on small data an iteration is otherwise dominated by per-call costs of numpy on arrays of a
@@ -251,8 +253,13 @@ def anchors(labels, n_clusters, rng):
     return seed, priority[anchor_index], anchor_index
 
 
-def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
+def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True, passes_left=None):
     """One iteration (module docstring); splits and merges of step 6 only with ``subcluster_moves``.
+
+    ``passes_left`` (None: no limit) counts this pass and those after it that may make sub-cluster moves.
+    When it is at most ``burn_out``, a cluster younger than ``burn_out`` whose sub-clusters have had a pass
+    is split when they are more probable apart (split log ratio above 0), without a random draw: a cluster
+    made that late in the warm-up would otherwise keep every component it holds.
 
     Returns ``(new_state, StepInfo)``.
     """
@@ -274,7 +281,11 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
     random_sub[empty_sub] = True
     age[empty_sub] = 0
     # Splits need sub-clusters fitted by at least one data-driven pass; merges need no sub-clusters.
-    split_ok = occupied & ~random_sub & ~state.random_sub & (age >= max(burn_out, 1)) & subcluster_moves
+    fitted = occupied & ~random_sub & ~state.random_sub & (age >= 1)
+    split_ok = fitted & (age >= burn_out)
+    # In the last burn_out passes a new cluster cannot come of age: young clusters split greedily instead.
+    late = passes_left is not None and passes_left <= burn_out
+    young = fitted & ~split_ok & late
     merge_ok = occupied & (age >= burn_out) & subcluster_moves
 
     n_list, s1_list = list(stats.n), list(stats.s1)
@@ -307,18 +318,18 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True):
         return len(n_list) - 1
 
     splits = []
-    proposed = np.flatnonzero(split_ok)
+    proposed = np.flatnonzero(split_ok | young)
     split_log_h = split_log_ratios(prior, alpha, stats.take(proposed)) if proposed.shape[0] else []
     for k, log_h_k in zip(proposed, split_log_h):
         sub = stats.take(k)
-        if np.log(rng.uniform()) < log_h_k:
+        if (log_h_k > 0) if young[k] else (np.log(rng.uniform()) < log_h_k):
             new = append_cluster()
             right = sub.take(1)
             set_cluster(k, sub.take(0), empty_like(k), True)
             set_cluster(new, right, empty_like(k), True)
             splits.append((int(k), new))
             merge_ok[k] = False
-        else:
+        elif not young[k]:
             # Sub-clusters that straddle two components look alike and never separate by themselves: start
             # them again from a fresh hyperplane.
             set_cluster(k, whole(k), empty_like(k), True)
