@@ -365,9 +365,9 @@ def test_an_outsider_of_a_denser_block_joins_a_bicluster_over_little_background(
 def test_outsiders_rarer_in_a_bicluster_than_elsewhere_mostly_stay_out(monkeypatch):
     """On 20 Newsgroups' words, outsiders joined biclusters of documents where they were rarer than in the
     others (memory and software in the religion biclusters), standing above their cluster's low level there. Raised
-    against themselves, none do (CDP(n_iter=40), seed 0: 21 of 72 outsiders without the rule, none of 51 with
-    it; 60 of 208 before the background could take its levels from every block (forty-eighth session), 50 of 224
-    when the rule came in)."""
+    against themselves, none do (CDP(n_iter=40), seed 0: 12 of 53 outsiders without the rule, none of 41 with
+    it; 21 of 72 and none of 51 before the fiftieth session's warm-up splits; 60 of 208 before the background
+    could take its levels from every block (forty-eighth session), 50 of 224 when the rule came in)."""
     path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "20news_w100.mat"
     if not path.is_file():
         pytest.skip("20news_w100.mat not found in ../shared/data")
@@ -387,7 +387,7 @@ def test_outsiders_rarer_in_a_bicluster_than_elsewhere_mostly_stay_out(monkeypat
 
     assert depleted_outsiders() == 0
     monkeypatch.setattr("conjoined.extract._raised_against_themselves", lambda X, *rest: np.ones(X.shape[0], bool))
-    assert depleted_outsiders() >= 15
+    assert depleted_outsiders() >= 10
 
 
 def _as_sets(found):
