@@ -342,6 +342,8 @@ def test_counts_within_multinomial_noise_are_not_tempered():
     (np.array([[1.5, 1.0], [2.0, 3.0]]), {}, "non-integer"),
     (np.array([[1, 2, 3]]), {}, "at least 2"),
     (np.array([[1], [2], [3]]), {}, "at least 2"),
+    # rows and columns named as such: on the command line, rows are often the features
+    (np.zeros((30, 0)), {}, r"X is empty: 30 row\(s\) x 0 column\(s\)"),
     (np.zeros((4, 4)), {}, "all zeros"),
     (np.ones((3, 3)), {"row_alpha": 0.0}, "row_alpha"),
     (np.ones((3, 3)), {"mode": "fast"}, "mode"),

@@ -13,6 +13,7 @@ from mixtures import DATA, count_mixture
 
 import conjoined
 from conjoined.cdp import repeatable_params
+from conjoined.dpmm import checkpoint as checkpoint_module
 from conjoined.dpmm import estimator, sampler
 
 PARAMS = {"n_iter": 24, "random_state": 5, "n_shards": 4, "warmup": 12}
@@ -132,10 +133,91 @@ def test_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
         patch.setattr(np, "savez", savez_then_fail)
         with pytest.raises(OSError, match="disk full"):
             conjoined.DPMM(checkpoint=path, checkpoint_every=4, **PARAMS).fit(X)
-    assert os.listdir(tmp_path) == ["fit.npz"]  # no temporary file left behind
+    # no temporary file left behind; the label trace holds the failed save's rows, which the checkpoint does not count
+    assert sorted(os.listdir(tmp_path)) == ["fit.npz", "fit.npz.labels"]
     with np.load(path) as saved:
         assert int(saved["iteration"]) == 8
+    assert os.path.getsize(tmp_path / "fit.npz.labels") == 12 * X.shape[0] * 4
     assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), conjoined.DPMM(checkpoint=path, **PARAMS).fit(X))
+
+
+def test_each_save_appends_only_its_iterations_to_the_label_trace(tmp_path, monkeypatch):
+    """The label trace (n_iter x n_points) goes to ``<checkpoint>.labels``, each save writing the iterations since
+    the last: over a chain, the trace's size once, where the checkpoint itself rewrote it at every save."""
+    X = count_mixture(2)
+    path = tmp_path / "fit.npz"
+    written = []
+    real_open = open
+
+    class Counted:
+        def __init__(self, file):
+            self.file = file
+
+        def __enter__(self):
+            self.file.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self.file.__exit__(*exc)
+
+        def write(self, data):
+            written.append(len(data))
+            return self.file.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+    def counted_open(file, *args, **kwargs):
+        opened = real_open(file, *args, **kwargs)
+        return Counted(opened) if os.fspath(file).endswith(".labels") else opened
+
+    monkeypatch.setattr(checkpoint_module, "open", counted_open, raising=False)
+    model = conjoined.DPMM(checkpoint=path, checkpoint_every=4, **PARAMS).fit(X)
+    trace_bytes = PARAMS["n_iter"] * X.shape[0] * 4
+    assert written == [4 * X.shape[0] * 4] * 6 and sum(written) == trace_bytes
+    on_disk = np.fromfile(str(path) + ".labels", np.int32).reshape(PARAMS["n_iter"], X.shape[0])
+    np.testing.assert_array_equal(on_disk, model.labels_trace_)
+    with np.load(path) as saved:
+        assert "trace_labels" not in saved.files
+
+
+def test_a_version_1_checkpoint_with_its_label_trace_inside_resumes(tmp_path, monkeypatch):
+    X = count_mixture(2)
+    path = tmp_path / "fit.npz"
+    with monkeypatch.context() as patch:
+        interrupt_during_iteration(patch, 13)
+        with pytest.raises(Interrupted):
+            conjoined.DPMM(checkpoint=path, checkpoint_every=4, **PARAMS).fit(X)
+    labels_file = tmp_path / "fit.npz.labels"
+    with np.load(path) as saved:
+        arrays = dict(saved)
+    arrays.update(format_version=np.array(1),
+                  trace_labels=np.fromfile(labels_file, np.int32).reshape(-1, X.shape[0])[:12])
+    with open(path, "wb") as file:
+        np.savez(file, **arrays)
+    labels_file.unlink()
+    resumed = conjoined.DPMM(checkpoint=path, checkpoint_every=4, **PARAMS).fit(X)
+    assert_same_fit(conjoined.DPMM(**PARAMS).fit(X), resumed)
+    # its later saves wrote the whole trace beside it
+    np.testing.assert_array_equal(np.fromfile(labels_file, np.int32).reshape(-1, X.shape[0]), resumed.labels_trace_)
+
+
+@pytest.mark.parametrize("how", ["missing", "short"])
+def test_a_missing_or_short_label_trace_is_named(tmp_path, how):
+    X = count_mixture(2)
+    path = tmp_path / "fit.npz"
+    conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
+    labels_file = tmp_path / "fit.npz.labels"
+    if how == "missing":
+        labels_file.unlink()
+    else:
+        labels_file.write_bytes(labels_file.read_bytes()[:-4])
+    with pytest.raises(ValueError, match=rf"checkpoint {re.escape(str(path))} is damaged: its label trace "
+                                         rf"{re.escape(str(labels_file))} cannot be read.*delete both files"):
+        conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
+    # without the label trace, the checkpoint alone resumes
+    conjoined.DPMM(checkpoint=tmp_path / "none.npz", **dict(PARAMS, store_labels=False)).fit(X)
+    assert not (tmp_path / "none.npz.labels").exists()
 
 
 @pytest.mark.parametrize("kind, estimate", [("counts", {}), ("gaussian", MAP), ("counts", dict(MAP, warmup=24))])
@@ -215,7 +297,8 @@ def test_cdp_resumes_from_its_checkpoint_directory(tmp_path, monkeypatch):
         interrupt_during_iteration(patch, 2 * 20 + 13)  # iteration 13 of the third DPMM run (first round)
         with pytest.raises(Interrupted):
             conjoined.CDP(checkpoint=directory, **params).fit(X)
-    assert sorted(os.listdir(directory)) == ["dpmm-1-row.npz", "dpmm-2-column.npz", "dpmm-3-row.npz"]
+    runs = ["dpmm-1-row.npz", "dpmm-2-column.npz", "dpmm-3-row.npz"]
+    assert sorted(os.listdir(directory)) == sorted(runs + [run + ".labels" for run in runs])
     resumed = conjoined.CDP(checkpoint=directory, **params).fit(X)
     for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)

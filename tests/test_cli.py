@@ -1271,6 +1271,28 @@ def test_stdout_closed_after_a_fit_is_not_reported_as_a_failure(unbuffered, refe
     assert all((tmp_path / "out" / name).is_file() for name in FIT_FILES)
 
 
+@pytest.mark.parametrize("stderr", ["closed pipe", "full disk"])
+def test_a_stderr_that_cannot_be_written_does_not_stop_the_fit(stderr, reference, tmp_path):
+    """Progress lines and warnings are side output: ``2>&1 | head -1`` once the reader has gone, or
+    ``2>/dev/full``, stopped the fit at its first progress line with nothing written."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    target = write_end if stderr == "closed pipe" else open("/dev/full", "w")  # noqa: SIM115
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "conjoined", "fit", str(reference / "matrix.npz"), "-o", "out", "--n-iter", "30",
+             "--seed", "0", "--no-plots"],  # with progress lines
+            cwd=tmp_path, check=False, stdout=subprocess.PIPE, stderr=target, text=True, timeout=120,
+        )
+    finally:
+        os.close(write_end)
+        if stderr != "closed pipe":
+            target.close()
+    assert result.returncode == 0
+    assert "top rows by membership" in result.stdout
+    assert all((tmp_path / "out" / name).is_file() for name in FIT_FILES)
+
+
 def test_a_pipe_broken_during_the_fit_is_an_error(reference, tmp_path, capsys, monkeypatch):
     """A BrokenPipeError from elsewhere (a worker's connection) is a failure, not a closed stdout."""
 

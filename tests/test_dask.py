@@ -206,6 +206,10 @@ def test_bad_backend_parameters():
         conjoined.DPMM(address="tcp://127.0.0.1:8786").fit(X)
     with pytest.raises(ValueError, match="either client or address"):
         conjoined.DPMM(backend="dask", client=object(), address="tcp://127.0.0.1:8786").fit(X)
+    # a Client given an address without a port failed half-way and held the process a minute at exit
+    for address in ("127.0.0.1", "tcp://scheduler", "host:port"):
+        with pytest.raises(ValueError, match=rf"address '{address}' is not a Dask scheduler's address .*HOST:PORT"):
+            conjoined.DPMM(backend="dask", address=address).fit(X)
 
 
 def test_without_dask_the_error_says_how_to_install(monkeypatch):

@@ -129,10 +129,13 @@ def test_block_index_forms():
         ({"shape": (4, 4), "blocks": [], "n_tokens": 10, "p": 0.5}, "blocks is empty"),
         ({"shape": (4, 4), "blocks": [(slice(0, 2), slice(0, 2))], "n_tokens": 10, "p": 1.5}, "p must be in"),
         ({"shape": (4, 4), "blocks": [(slice(0, 2), slice(0, 2))], "n_tokens": -1, "p": 0.5}, "n_tokens"),
-        (
-            {"shape": (4, 4), "blocks": [(slice(5, 6), slice(0, 2))], "n_tokens": 10, "p": 0.5},
-            "selects no index",
-        ),
+        ({"shape": (4, 4), "blocks": [(slice(2, 2), slice(0, 2))], "n_tokens": 10, "p": 0.5}, "selects no index"),
+        # numpy would count a negative index from the end and cut a long slice short: the block planted elsewhere
+        ({"shape": (4, 4), "blocks": [(slice(5, 6), slice(0, 2))], "n_tokens": 10, "p": 0.5}, "reaches outside"),
+        ({"shape": (4, 4), "blocks": [(slice(0, 5), slice(0, 2))], "n_tokens": 10, "p": 0.5}, "reaches outside"),
+        ({"shape": (4, 4), "blocks": [(slice(-2, None), [0])], "n_tokens": 10, "p": 0.5}, "reaches outside"),
+        ({"shape": (4, 4), "blocks": [([-1], slice(0, 2))], "n_tokens": 10, "p": 0.5}, "negative indices"),
+        ({"shape": (4, 4), "blocks": [(range(-1, 2), [0])], "n_tokens": 10, "p": 0.5}, r"negative.*range\(-1, 2\)"),
         ({"shape": (4, 4), "blocks": [([7], slice(0, 2))], "n_tokens": 10, "p": 0.5}, "does not fit"),
         (
             {"shape": (2, 2), "blocks": [(slice(0, 2), slice(0, 2))], "n_tokens": 10, "p": 0.5},

@@ -955,6 +955,18 @@ def test_atomic_output_file_errors_name_the_file_not_its_temporary_name(tmp_path
         raise OSError("no errno")  # not a system call's error: as it was
 
 
+def test_a_read_only_file_system_is_said_of_the_file_not_of_the_clean_up(tmp_path, monkeypatch):
+    """There, removing the temporary name, which was never created, fails too (EROFS, not ENOENT); that error
+    replaced the one said of the user's file, and named the hidden temporary file."""
+    def read_only(self, missing_ok=False):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "unlink", read_only)
+    with pytest.raises(OSError) as caught, atomic_output_file(tmp_path / "p.csv") as temporary:
+        raise OSError(errno.EROFS, "Read-only file system", str(temporary))
+    assert str(caught.value) == f"[Errno 30] Read-only file system: '{tmp_path / 'p.csv'}'"
+
+
 def test_atomic_output_file_writes_through_a_symlink_and_refuses_what_is_not_a_file(tmp_path):
     target = tmp_path / "real.csv"
     target.write_text("old")

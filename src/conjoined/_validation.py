@@ -107,8 +107,10 @@ def check_matrix(X, *, name="X", min_rows=1, min_cols=1, counts=False, dtype=np.
     n_rows, n_cols = out.shape
     if n_rows == 0 or n_cols == 0:
         raise ValueError(
-            f"{name} is empty: {n_rows} sample(s), {n_cols} feature(s) (shape={out.shape}) while a minimum of 1 is "
-            "required."
+            # rows and columns first: on the command line rows are often features (genes, words); scikit-learn's
+            # checks read the rest
+            f"{name} is empty: {n_rows} row(s) x {n_cols} column(s), {n_rows} sample(s) and {n_cols} feature(s) "
+            f"(shape={out.shape}) while a minimum of 1 is required."
         )
     if n_rows < min_rows:
         raise ValueError(f"{name} has {n_rows} row(s) (n_samples = {n_rows}); at least {min_rows} are required")

@@ -988,8 +988,49 @@ def _terminate_cleanly():
             signal.signal(signum, handler)
 
 
+class _SideOutput:
+    """The command's stderr, which carries side output only (progress lines, warnings, the last status line):
+    where it cannot be written (``2>&1 | head -1`` once the reader has gone, ``2>/dev/full``), what is left of it
+    goes to devnull and the run goes on, so that a fit still writes its results; the exit status is then the
+    run's. Other attributes are the stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _drop(self):
+        """Point the stream's descriptor at devnull: its buffer, and Python's flush at exit, then succeed."""
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except OSError:
+            self._drop()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except OSError:
+            self._drop()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv=None):
     """Run the ``conjoined`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    stderr, sys.stderr = sys.stderr, _SideOutput(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stderr = stderr
+
+
+def _main(argv):
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         try:

@@ -40,9 +40,19 @@ def _as_generator(random_state):
 
 
 def _block_indices(index, n, *, name):
-    """0-based integer indices selected by a slice, range, int array or bool mask along an axis of length n."""
+    """0-based integer indices selected by a slice, range, int array or bool mask along an axis of length n.
+    Negative indices and slices that reach past the axis are refused: NumPy would count the first from the end
+    and cut the second short, planting a block elsewhere or smaller than asked without a word."""
+    given = index
     if isinstance(index, range):
         index = np.arange(index.start, index.stop, index.step)
+    if isinstance(index, slice):
+        outside = [bound for bound in (index.start, index.stop)
+                   if isinstance(bound, numbers.Integral) and not 0 <= bound <= n]
+        if outside:
+            raise ValueError(f"{name}: {index!r} reaches outside an axis of length {n} (0-based bounds, 0 to {n})")
+    elif np.asarray(index).dtype.kind in "iu" and np.any(np.asarray(index) < 0):
+        raise ValueError(f"{name} has negative indices ({given!r}); indices are 0-based, 0 to {n - 1}")
     try:
         selected = np.arange(n)[index]
     except IndexError as exc:

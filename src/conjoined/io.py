@@ -1044,7 +1044,10 @@ def atomic_output_files(paths):
         raise type(exc)(exc.errno, exc.strerror, os.fspath(target)) from exc
     finally:
         for temporary in temporaries:
-            temporary.unlink(missing_ok=True)
+            # a read-only file system refuses to remove even a name that is not there (EROFS, not ENOENT): that
+            # must not replace the error said of the user's file
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
 
 
 def _replace_together(temporaries, targets):

@@ -6,6 +6,14 @@ driver's random state, every point's label and sub-label, every stream's random 
 are stored as JSON), written to a temporary file in the same directory and moved over the old one with
 ``os.replace``, so a fit killed while writing leaves the previous checkpoint intact.
 
+The label trace (``store_labels``), n_iter x n_points, is not in it: a save would rewrite it whole, and a chain's
+saves would write it about ``n_iter / (2 checkpoint_every)`` times over (for a million points and 1,000
+iterations, some 200 GB). It goes to the file beside it named ``<checkpoint>.labels`` (``LABELS_SUFFIX``), raw
+int32 rows of n_points, one per iteration, to which each save appends the iterations since the last, on disk
+before the checkpoint that counts them replaces the previous one; rows that a saved checkpoint counts are never
+rewritten, so a fit killed at any point leaves the two files consistent. (Checkpoints of format version 1, which
+held the trace, are still read.)
+
 A checkpoint is tied to the data and to every parameter that changes the chain (``fingerprint``); loading one
 written for anything else raises a ValueError that names the difference. ``random_state=None`` matches any seed:
 the chain continues with the saved random states.
@@ -27,7 +35,9 @@ from ..io import atomic_output_file
 from .priors import SufficientStats
 from .sampler import DPMMState
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1 held the label trace in the checkpoint
+LABELS_SUFFIX = ".labels"
 
 
 def _digest(values):
@@ -138,6 +148,8 @@ class Checkpointer:
         self.data_key = data_key
         self.extends = extends
         self.settings = settings
+        self.labels_path = self.path + LABELS_SUFFIX
+        self._labels_saved = 0  # leading rows of the label trace that the labels file holds
 
     def due(self, iteration, n_iter):
         """Whether to save after ``iteration`` completed iterations."""
@@ -165,8 +177,10 @@ class Checkpointer:
         if state.stats.s2 is not None:
             arrays["stats_s2"] = state.stats.s2
         for name, trace in traces.items():
-            if trace is not None:
+            if trace is not None and name != "labels":
                 arrays[f"trace_{name}"] = trace[:iteration]
+        if traces.get("labels") is not None:
+            self._append_labels(traces["labels"], iteration)
         if best is not None:
             arrays.update(best_iteration=np.array(best.iteration), best_log_posterior=np.array(best.log_posterior),
                           best_labels=best.labels, best_stats_n=best.stats.n, best_stats_s1=best.stats.s1)
@@ -177,6 +191,36 @@ class Checkpointer:
             file.flush()
             os.fsync(file.fileno())  # a checkpoint is for surviving a crash: on disk before it replaces the last
 
+    def _append_labels(self, trace, iteration):
+        """Write rows ``[saved, iteration)`` of the label trace (n_iter, n_points) to the labels file, ``saved``
+        being the rows it holds already (none for a new chain, whose file is started afresh), and fsync it: on
+        disk before the checkpoint that counts them replaces the last."""
+        start = self._labels_saved
+        with open(self.labels_path, "r+b" if start else "wb") as file:
+            file.seek(start * trace.shape[1] * 4)
+            file.write(np.ascontiguousarray(trace[start:iteration], np.int32).tobytes())
+            file.truncate()
+            file.flush()
+            os.fsync(file.fileno())
+        self._labels_saved = iteration
+
+    def _saved_labels(self, iteration, n_points):
+        """The first ``iteration`` rows of the label trace, (iteration, n_points) int32, from the labels file;
+        ValueError naming both files if it is missing or shorter."""
+        try:
+            values = np.fromfile(self.labels_path, np.int32, count=iteration * n_points)
+        except OSError as error:
+            values, reason = None, f"{type(error).__name__}: {error}"
+        else:
+            reason = f"{values.size // max(n_points, 1)} iterations of labels, not {iteration}"
+        if values is None or values.size < iteration * n_points:
+            raise ValueError(
+                f"checkpoint {self.path} is damaged: its label trace {self.labels_path} cannot be read ({reason}); "
+                "if an interrupted fit left them, delete both files to start afresh, else choose another "
+                "checkpoint path"
+            )
+        return values.reshape(iteration, n_points)
+
     def load(self):
         """The ``Checkpoint`` at ``path``, or None if there is no file. ValueError if it belongs to another fit or
         cannot be read."""
@@ -184,8 +228,10 @@ class Checkpointer:
             return None
         with self._reading():
             arrays = _read_arrays(self.path)
-        if not np.array_equal(arrays.get("format_version"), FORMAT_VERSION):
-            raise ValueError(f"{self.path} is not a DPMM checkpoint of format version {FORMAT_VERSION}")
+        version = arrays.get("format_version")
+        if version is None or version.shape != () or int(version) not in READABLE_VERSIONS:
+            raise ValueError(f"{self.path} is not a DPMM checkpoint of format version "
+                             f"{' or '.join(map(str, READABLE_VERSIONS))}")
         with self._reading():
             data_key = str(arrays["data_key"])
             settings = dict(json.loads(str(arrays["settings"])))
@@ -250,6 +296,9 @@ class Checkpointer:
                 stream.bit_generator.state = state
             rng.bit_generator.state = saved.rng_state
             for name, trace in traces.items():
-                if trace is not None:
+                if trace is not None and not (name == "labels" and name not in saved.traces):
                     trace[:saved.iteration] = saved.traces[name]
+        if traces.get("labels") is not None and "labels" not in saved.traces:  # not a version-1 checkpoint
+            traces["labels"][:saved.iteration] = self._saved_labels(saved.iteration, backend.n_points)
+            self._labels_saved = saved.iteration
         return saved.iteration, saved.state, saved.best

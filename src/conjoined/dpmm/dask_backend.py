@@ -32,6 +32,7 @@ import numpy as np
 
 try:
     from distributed import Client, LocalCluster
+    from distributed.comm.addressing import get_address_host_port, parse_address
     from distributed.scheduler import KilledWorker
 except ImportError as error:  # pragma: no cover - exercised by hiding the module in a test
     raise ImportError(
@@ -160,6 +161,19 @@ def embedded_client(n_workers=2, threads_per_worker=1):
         _undo(changed)  # a nanny that restarted a worker set its variables again
 
 
+def _checked_address(address):
+    """``address`` after checking that a TCP or TLS one has a host and a port: a ``Client`` given one without
+    fails half-way through its start and, at exit, holds the process for a minute before it closes."""
+    scheme, _ = parse_address(address)
+    if scheme in ("tcp", "tls"):
+        try:
+            get_address_host_port(address)
+        except ValueError as error:
+            raise ValueError(f"address {address!r} is not a Dask scheduler's address ({error}): give "
+                             "HOST:PORT, e.g. 127.0.0.1:8786, or tcp://HOST:PORT") from None
+    return address
+
+
 class DaskBackend(Shard):
     """Backend whose passes run on Dask workers; the driver-side ``Shard`` (every stream) is the recovery copy.
 
@@ -186,7 +200,7 @@ class DaskBackend(Shard):
         if client is not None:
             self.client = client
         elif address is not None:
-            self.client = self.owned.enter_context(Client(address, set_as_default=False))
+            self.client = self.owned.enter_context(Client(_checked_address(address), set_as_default=False))
         else:
             self.client = self.owned.enter_context(embedded_client(n_workers, threads_per_worker))
         self.groups = None  # stream indices of each actor

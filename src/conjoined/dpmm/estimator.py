@@ -204,8 +204,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         the result without sampling); one written for other data or parameters raises a ValueError, but for a
         larger ``n_iter``: with ``warmup`` as it was, the chain goes on to it, the chain an uninterrupted fit
         of that length draws (so a chain that has not settled can be extended), and the file then holds the
-        longer chain. ``random_state=None`` resumes whatever seed the file was started with. The file holds
-        the traces, so it grows with ``n_iter x n_samples`` when ``store_labels``.
+        longer chain. ``random_state=None`` resumes whatever seed the file was started with. With
+        ``store_labels``, the label trace is kept beside it, in ``<checkpoint>.labels`` (``n_iter x n_samples x
+        4`` bytes), to which each save appends the iterations since the last; keep or delete the two together.
     checkpoint_every : int, default=10
         Iterations between checkpoints.
     estimate : {"sample", "map"}, default="sample"
