@@ -1,4 +1,6 @@
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -7,12 +9,14 @@ from scipy.stats import nbinom
 from sklearn.metrics import adjusted_rand_score
 
 from conjoined._beta_binomial import beta_binomial_fits
-from conjoined.background import _heavy_of_partition
-from conjoined.datasets import make_cdp_case, make_marques_like
+from conjoined.background import _heavy_of_partition, check_thresholds
+from conjoined.cdp import ConjoinedDirichletProcess
+from conjoined.datasets import load_20news_w100, make_cdp_case, make_marques_like
 from conjoined.extract import extract_biclusters
 from conjoined.reassign import reassign_tokens
 from conjoined.refine import (
     POOLING_SHAPES,
+    _em_rounds,
     SPLIT_RESOLUTION,
     _block_profiles,
     _classification_score,
@@ -461,14 +465,21 @@ def test_refinement_never_merges_two_cell_types_told_apart_by_over_dispersed_mod
     # The types differ in two modules, each by a four-fold lift that their cells' activity blurs. A merge
     # judged at the dispersion of both clusters' cells in the features where each is noisy (branch
     # wip/merge-dispersion-hybrid-clean, docs/scale.md) merged them on six seeds of eight. A few cells of
-    # type 0 whose module is barely active may go to type 1, and a few of type 1 to type 0's low half. The
-    # background modules, of one pattern, merge; each type's module stays on its own.
+    # type 0 whose module is barely active may go to type 1 (neither module raised, they are as far from
+    # both), and a few of type 1 to type 0's low half. The background modules, of one pattern, merge; each
+    # type's module stays on its own.
     X, genes, types, labels = _type_cut_along_its_module_noise(seed)
     rows, cells = refine_partition(X, genes, labels, column_likelihood="multinomial")
     assert adjusted_rand_score(np.minimum(genes, 2), rows) == 1.0
     type_1 = np.bincount(cells[types == 1]).argmax()
     assert (cells[types == 1] == type_1).mean() >= 0.9
-    assert (cells[types == 0] == type_1).mean() <= 0.1
+    # Seeds 0-7: 4-22 of type 0's 150 cells go to type 1, all within its least active 26% (by their module's
+    # share of their counts). Before the fifty-first session, seed 2 sent none: the EM round that sends 22
+    # was undone, as one that lost heavy blocks, and its cells kept the labels given.
+    moved = (types == 0) & (cells == type_1)
+    share = X[genes == 0].sum(axis=0) / X.sum(axis=0)
+    assert moved.sum() <= 0.2 * (types == 0).sum()
+    assert np.all(share[moved] <= np.quantile(share[types == 0], 0.3))
 
 
 @pytest.mark.parametrize(("seed", "shape"), [(0, 3.0), (1, 3.0), (2, 10.0), (3, 10.0)])
@@ -667,3 +678,24 @@ def test_refine_partition_rejects_an_unknown_likelihood():
         refine_partition(X, by_depth, cols, row_likelihood="gaussian")
     with pytest.raises(ValueError, match="column_likelihood must be one of"):
         refine_partition(X, by_depth, cols, column_likelihood=None)
+
+
+def test_the_refined_partition_is_where_its_em_leaves_it():
+    """EM rounds that lose heavy blocks were undone whether or not they emptied a cluster. On 20 Newsgroups
+    (CDP defaults, seed 0) the rounds after a merge of document clusters moved 2,944 documents and 7 words and
+    lost 5 of 80 heavy blocks; undone, they left the merged partition, from which the EM would move those items
+    again, and the word 'state' in a cluster that its classifier of new items gave probability 5e-30 (seed 4
+    likewise: 3,850 documents, 9 words). Only rounds that also empty a cluster are undone now: the partition is
+    the EM's, and given back its items keep their clusters (all the words, 97% of the documents)."""
+    path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "20news_w100.mat"
+    if not path.is_file():
+        pytest.skip("20news_w100.mat not found in ../shared/data")
+    X = load_20news_w100(path).data
+    model = ConjoinedDirichletProcess(random_state=0).fit(X)
+    rows, columns = model.block_row_labels_, model.block_column_labels_
+    again = _em_rounds(sp.csr_matrix(X), rows, columns, *check_thresholds(None, None), 10,
+                       ("poisson", "poisson"))
+    np.testing.assert_array_equal(again[0], rows)
+    np.testing.assert_array_equal(again[1], columns)
+    np.testing.assert_array_equal(model.predict_row_proba(X).argmax(axis=1), rows)
+    assert (model.predict_column_proba(X).argmax(axis=1) == columns).mean() >= 0.96

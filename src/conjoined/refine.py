@@ -657,10 +657,14 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
 
 def _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     """:func:`_em_rounds` from (rows, columns), or (rows, columns) themselves when the rounds leave no cluster on
-    a side, or fewer heavy blocks than they started with both as the significance rule counts them and as the
-    EM models them (:func:`_heavy_and_modelled`): a block lost by one count only is a block that rested on a stray
-    item, gone once the item moved (heavy no longer), or seen to rest on one once others moved (modelled heavy
-    no longer)."""
+    a side, or empty a cluster and leave fewer heavy blocks than they started with both as the significance rule
+    counts them and as the EM models them (:func:`_heavy_and_modelled`): the EM's weights can draw a small
+    cluster's items into a larger one, and its block goes with them. A block lost by one count only is a block
+    that rested on a stray item, gone once the item moved (heavy no longer), or seen to rest on one once others
+    moved (modelled heavy no longer). Rounds that lose blocks but empty no cluster are kept: they moved items
+    between clusters that all remain, to where the block model puts them (on 20 Newsgroups, after a merge of
+    document clusters, 2,944 documents and 7 words, 5 of 80 heavy blocks lost; undone, they left a word in a
+    cluster 68 nats less likely under the model than another)."""
     def counts(rows, columns):  # (heavy blocks, those of them modelled heavy)
         heavy, modelled, _ = _heavy_and_modelled(X, rows, columns, z_min, min_size)
         return int(heavy.sum()), int(modelled.sum())
@@ -669,7 +673,8 @@ def _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
     if new_rows.max() < 0 or new_columns.max() < 0:
         return rows, columns
-    if all(after < before for after, before in zip(counts(new_rows, new_columns), start)):
+    emptied = _n_clusters(new_rows) < _n_clusters(rows) or _n_clusters(new_columns) < _n_clusters(columns)
+    if emptied and all(after < before for after, before in zip(counts(new_rows, new_columns), start)):
         return rows, columns
     return new_rows, new_columns
 
@@ -840,9 +845,9 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        clusters: a DP mixture's posterior summary leaves borderline rows of a small block out more often than
        the block's own densities would (a small cluster's rates are uncertain and its prior weight is small).
        The heavy blocks here are those the extraction would report: a block beside a denser one that rests
-       on one item is modelled at the background (:func:`_heavy_and_modelled`). Rounds that leave fewer heavy
-       blocks than they started from, by the rule's count and by the model's, are not kept (EM can empty a
-       small cluster; step 4 is the only one that adds a cluster).
+       on one item is modelled at the background (:func:`_heavy_and_modelled`). Rounds that empty a cluster
+       and leave fewer heavy blocks than they started from, by the rule's count and by the model's, are not
+       kept (EM can empty a small cluster; step 4 is the only one that adds a cluster).
     2. Clusters of one side are merged, a pair at a time, while a candidate merge raises the classification
        log-likelihood: the counts' likelihood at step 1's densities (the heavy blocks' pooled, one background)
        plus the log-probability of the labels at their clusters' shares, the heavy blocks re-found by the
