@@ -202,22 +202,49 @@ def test_a_version_1_checkpoint_with_its_label_trace_inside_resumes(tmp_path, mo
     np.testing.assert_array_equal(np.fromfile(labels_file, np.int32).reshape(-1, X.shape[0]), resumed.labels_trace_)
 
 
-@pytest.mark.parametrize("how", ["missing", "short"])
-def test_a_missing_or_short_label_trace_is_named(tmp_path, how):
+@pytest.mark.parametrize("how, reason", [
+    ("missing", "FileNotFoundError"),
+    ("short", "23 iterations of labels, not 24"),
+    ("another chain's", "its rows are not those the checkpoint counts"),
+])
+def test_a_missing_short_or_foreign_label_trace_is_named(tmp_path, how, reason):
     X = count_mixture(2)
     path = tmp_path / "fit.npz"
     conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
     labels_file = tmp_path / "fit.npz.labels"
     if how == "missing":
         labels_file.unlink()
+    elif how == "short":
+        labels_file.write_bytes(labels_file.read_bytes()[:-4 * X.shape[0]])
     else:
-        labels_file.write_bytes(labels_file.read_bytes()[:-4])
+        conjoined.DPMM(checkpoint=tmp_path / "other.npz", **dict(PARAMS, random_state=6)).fit(X)
+        os.replace(tmp_path / "other.npz.labels", labels_file)
     with pytest.raises(ValueError, match=rf"checkpoint {re.escape(str(path))} is damaged: its label trace "
-                                         rf"{re.escape(str(labels_file))} cannot be read.*delete both files"):
+                                         rf"{re.escape(str(labels_file))} cannot be read \({reason}.*delete both"):
         conjoined.DPMM(checkpoint=path, **PARAMS).fit(X)
-    # without the label trace, the checkpoint alone resumes
+    # a chain that keeps no label trace writes no such file
     conjoined.DPMM(checkpoint=tmp_path / "none.npz", **dict(PARAMS, store_labels=False)).fit(X)
     assert not (tmp_path / "none.npz.labels").exists()
+
+
+def test_a_label_trace_shortened_during_a_fit_is_refused_not_padded(tmp_path, monkeypatch):
+    """A save seeks to the rows it appends: past the end of a shortened file (another fit started afresh on the
+    same checkpoint), it would leave rows of zeros that the checkpoint then counts as labels."""
+    X = count_mixture(2)
+    path = tmp_path / "fit.npz"
+    original, calls = estimator.sams_move, {"n": 0}
+
+    def move(*args):
+        calls["n"] += 1
+        if calls["n"] == 6:  # after the save at 4
+            (tmp_path / "fit.npz.labels").write_bytes(b"")
+        return original(*args)
+
+    monkeypatch.setattr(estimator, "sams_move", move)
+    with pytest.raises(ValueError, match="holds fewer than the 4 iterations saved in it"):
+        conjoined.DPMM(checkpoint=path, checkpoint_every=4, **PARAMS).fit(X)
+    with np.load(path) as saved:
+        assert int(saved["iteration"]) == 4
 
 
 @pytest.mark.parametrize("kind, estimate", [("counts", {}), ("gaussian", MAP), ("counts", dict(MAP, warmup=24))])

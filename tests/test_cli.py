@@ -5,6 +5,7 @@ simulate -> fit -> score round trip and redrawn pictures. Most runs call ``main`
 import errno
 import gzip
 import inspect
+import io
 import json
 import os
 import re
@@ -1291,6 +1292,25 @@ def test_a_stderr_that_cannot_be_written_does_not_stop_the_fit(stderr, reference
     assert result.returncode == 0
     assert "top rows by membership" in result.stdout
     assert all((tmp_path / "out" / name).is_file() for name in FIT_FILES)
+
+
+def test_the_commands_stderr_is_judged_by_the_stream_it_wraps():
+    """A Jupyter kernel's stream (``%run -m conjoined``) still gets tqdm's widget behind the command's
+    stderr, and a stream that is full for now (EAGAIN) loses that text only, not the descriptor."""
+    from conjoined import _progress
+
+    OutStream = type("OutStream", (), {"__module__": "ipykernel.iostream"})
+    assert _progress._interactive(cli._SideOutput(OutStream()))
+    assert not _progress._interactive(cli._SideOutput(io.StringIO()))
+
+    class Full(io.StringIO):
+        def write(self, text):
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+        def fileno(self):
+            raise AssertionError("the descriptor must be left as it is")
+
+    assert cli._SideOutput(Full()).write("a line\n") == len("a line\n")
 
 
 def test_a_pipe_broken_during_the_fit_is_an_error(reference, tmp_path, capsys, monkeypatch):

@@ -134,6 +134,8 @@ def test_block_index_forms():
         ({"shape": (4, 4), "blocks": [(slice(5, 6), slice(0, 2))], "n_tokens": 10, "p": 0.5}, "reaches outside"),
         ({"shape": (4, 4), "blocks": [(slice(0, 5), slice(0, 2))], "n_tokens": 10, "p": 0.5}, "reaches outside"),
         ({"shape": (4, 4), "blocks": [(slice(-2, None), [0])], "n_tokens": 10, "p": 0.5}, "reaches outside"),
+        ({"shape": (4, 4), "blocks": [(slice(4, 0, -1), [0])], "n_tokens": 10, "p": 0.5}, r"0 to 3; None for"),
+        ({"shape": (4, 4), "blocks": [(slice(3, -1, -1), [0])], "n_tokens": 10, "p": 0.5}, "reaches outside"),
         ({"shape": (4, 4), "blocks": [([-1], slice(0, 2))], "n_tokens": 10, "p": 0.5}, "negative indices"),
         ({"shape": (4, 4), "blocks": [(range(-1, 2), [0])], "n_tokens": 10, "p": 0.5}, r"negative.*range\(-1, 2\)"),
         ({"shape": (4, 4), "blocks": [([7], slice(0, 2))], "n_tokens": 10, "p": 0.5}, "does not fit"),

@@ -51,7 +51,9 @@ class _NoBar:
 
 def _interactive(stream):
     """Whether a bar can redraw in place on ``stream``: a terminal, or a Jupyter kernel's stream (tqdm draws a
-    widget there)."""
+    widget there); a wrapper's stream (the command's stderr, ``wrapped_stream``) is judged by the stream it
+    wraps."""
+    stream = getattr(stream, "wrapped_stream", stream)
     isatty = getattr(stream, "isatty", None)
     return (bool(isatty is not None and isatty()) or type(stream).__module__.startswith("ipykernel")
             or os.environ.get("CONJOINED_PROGRESS") == "bar")

@@ -475,9 +475,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         ``backend="dask"`` runs the DPMM passes on Dask workers: on the cluster of ``client`` (or ``address``),
         otherwise on a local cluster the fit starts for all its DPMM runs and stops at its end.
     checkpoint : str, path or None, default=None
-        Directory where every DPMM run keeps its checkpoint (``dpmm-<run>-<side>.npz``, see ``DPMM``): a fit
-        started again with the same data and parameters resumes where it stopped. With ``random_state=None`` the
-        seed drawn by the fit that began the folder is recorded there (``seed.json``) and taken again, so that
+        Directory where every DPMM run keeps its checkpoint (``dpmm-<run>-<side>.npz`` and its label trace,
+        ``dpmm-<run>-<side>.npz.labels``, see ``DPMM``): a fit started again with the same data and parameters
+        resumes where it stopped. With ``random_state=None`` the seed drawn by the fit that began the folder is
+        recorded there (``seed.json``) and taken again, so that
         the fit started again resumes (as a ``DPMM`` with None resumes from its checkpoint's seed); that seed,
         given as ``random_state``, repeats the fit without the folder (``conjoined fit`` and
         ``conjoined.anndata.cdp`` record it as such).

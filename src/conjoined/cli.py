@@ -992,33 +992,36 @@ class _SideOutput:
     """The command's stderr, which carries side output only (progress lines, warnings, the last status line):
     where it cannot be written (``2>&1 | head -1`` once the reader has gone, ``2>/dev/full``), what is left of it
     goes to devnull and the run goes on, so that a fit still writes its results; the exit status is then the
-    run's. Other attributes are the stream's."""
+    run's. The descriptor stays on devnull for the rest of the process (its buffer, and Python's flush at exit,
+    then succeed). A non-blocking stderr that is full for now (EAGAIN) loses that text only. ``wrapped_stream``
+    is the stream; other attributes are the stream's."""
 
     def __init__(self, stream):
-        self._stream = stream
+        self.wrapped_stream = stream
 
-    def _drop(self):
-        """Point the stream's descriptor at devnull: its buffer, and Python's flush at exit, then succeed."""
+    def _failed(self, error):
+        if isinstance(error, BlockingIOError):
+            return
         with contextlib.suppress(OSError, ValueError):
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
+            os.dup2(devnull, self.wrapped_stream.fileno())
             os.close(devnull)
 
     def write(self, text):
         try:
-            return self._stream.write(text)
-        except OSError:
-            self._drop()
+            return self.wrapped_stream.write(text)
+        except OSError as error:
+            self._failed(error)
             return len(text)
 
     def flush(self):
         try:
-            self._stream.flush()
-        except OSError:
-            self._drop()
+            self.wrapped_stream.flush()
+        except OSError as error:
+            self._failed(error)
 
     def __getattr__(self, name):
-        return getattr(self._stream, name)
+        return getattr(self.wrapped_stream, name)
 
 
 def main(argv=None):

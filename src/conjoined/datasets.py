@@ -47,10 +47,13 @@ def _block_indices(index, n, *, name):
     if isinstance(index, range):
         index = np.arange(index.start, index.stop, index.step)
     if isinstance(index, slice):
+        # going down (a negative step), a bound past the last index is cut short too
+        top = n if index.step is None or index.step > 0 else n - 1
         outside = [bound for bound in (index.start, index.stop)
-                   if isinstance(bound, numbers.Integral) and not 0 <= bound <= n]
+                   if isinstance(bound, numbers.Integral) and not 0 <= bound <= top]
         if outside:
-            raise ValueError(f"{name}: {index!r} reaches outside an axis of length {n} (0-based bounds, 0 to {n})")
+            raise ValueError(f"{name}: {index!r} reaches outside an axis of length {n} (0-based bounds, 0 to {top}; "
+                             "None for the axis' end)")
     elif np.asarray(index).dtype.kind in "iu" and np.any(np.asarray(index) < 0):
         raise ValueError(f"{name} has negative indices ({given!r}); indices are 0-based, 0 to {n - 1}")
     try:

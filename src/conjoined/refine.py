@@ -657,26 +657,43 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
 
 def _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     """:func:`_em_rounds` from (rows, columns), or (rows, columns) themselves when the rounds leave no cluster on
-    a side, or empty a cluster and leave fewer heavy blocks than they started with both as the significance rule
-    counts them and as the EM models them (:func:`_heavy_and_modelled`): the EM's weights can draw a small
-    cluster's items into a larger one, and its block goes with them. A block lost by one count only is a block
-    that rested on a stray item, gone once the item moved (heavy no longer), or seen to rest on one once others
-    moved (modelled heavy no longer). Rounds that lose blocks but empty no cluster are kept: they moved items
-    between clusters that all remain, to where the block model puts them (on 20 Newsgroups, after a merge of
-    document clusters, 2,944 documents and 7 words, 5 of 80 heavy blocks lost; undone, they left a word in a
-    cluster 68 nats less likely under the model than another)."""
-    def counts(rows, columns):  # (heavy blocks, those of them modelled heavy)
+    a side, or leave fewer heavy blocks than they started with both as the significance rule counts them and as
+    the EM models them (:func:`_heavy_and_modelled`) while a cluster that carried a heavy block carries none after
+    (:func:`_drained`): the EM's weights can draw a small cluster's items into a larger one, and its block goes
+    with them. A block lost by one count only is a block that rested on a stray item, gone once the item moved
+    (heavy no longer), or seen to rest on one once others moved (modelled heavy no longer). Rounds that lose
+    blocks but drain no cluster are kept: they moved items between clusters that all keep a block, to where the
+    block model puts them (on 20 Newsgroups, after a merge of document clusters, 2,944 documents and 7 words, 5
+    of 80 heavy blocks lost; undone, they left a word in a cluster 68 nats less likely under the model than
+    another)."""
+    def heavy_blocks(rows, columns):  # (heavy blocks, those of them modelled heavy), (K_r, K_c) bool each
         heavy, modelled, _ = _heavy_and_modelled(X, rows, columns, z_min, min_size)
-        return int(heavy.sum()), int(modelled.sum())
+        return heavy, modelled
 
-    start = counts(rows, columns)
+    heavy, modelled = heavy_blocks(rows, columns)
     new_rows, new_columns = _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
     if new_rows.max() < 0 or new_columns.max() < 0:
         return rows, columns
-    emptied = _n_clusters(new_rows) < _n_clusters(rows) or _n_clusters(new_columns) < _n_clusters(columns)
-    if emptied and all(after < before for after, before in zip(counts(new_rows, new_columns), start)):
+    new_heavy, new_modelled = heavy_blocks(new_rows, new_columns)
+    lost = new_heavy.sum() < heavy.sum() and new_modelled.sum() < modelled.sum()
+    if lost and _drained(heavy, new_heavy, (new_rows, new_columns), min_size):
         return rows, columns
     return new_rows, new_columns
+
+
+def _drained(heavy, new_heavy, new_labels, min_size):
+    """Whether a cluster that carried a heavy block of ``heavy`` (K_r, K_c) carries none of ``new_heavy`` (the
+    heavy blocks of the partition ``new_labels``, (rows, columns), which keeps the cluster indices) or holds
+    fewer than ``min_size`` items there, an emptied cluster among them."""
+    for axis, labels in enumerate(new_labels):
+        carried = np.moveaxis(heavy, axis, 0).any(axis=1)
+        carries = np.zeros(carried.size, bool)
+        after = np.moveaxis(new_heavy, axis, 0).any(axis=1)[: carried.size]
+        carries[: after.size] = after
+        sizes = np.bincount(labels[labels >= 0], minlength=carried.size)[: carried.size]
+        if np.any(carried & (~carries | (sizes < min_size))):
+            return True
+    return False
 
 
 def _settled(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
@@ -845,9 +862,10 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
        clusters: a DP mixture's posterior summary leaves borderline rows of a small block out more often than
        the block's own densities would (a small cluster's rates are uncertain and its prior weight is small).
        The heavy blocks here are those the extraction would report: a block beside a denser one that rests
-       on one item is modelled at the background (:func:`_heavy_and_modelled`). Rounds that empty a cluster
-       and leave fewer heavy blocks than they started from, by the rule's count and by the model's, are not
-       kept (EM can empty a small cluster; step 4 is the only one that adds a cluster).
+       on one item is modelled at the background (:func:`_heavy_and_modelled`). Rounds that leave fewer heavy
+       blocks than they started from, by the rule's count and by the model's, and a cluster that carried a heavy
+       block without one (or emptied) are not kept (EM can empty a small cluster; step 4 is the only one that
+       adds a cluster).
     2. Clusters of one side are merged, a pair at a time, while a candidate merge raises the classification
        log-likelihood: the counts' likelihood at step 1's densities (the heavy blocks' pooled, one background)
        plus the log-probability of the labels at their clusters' shares, the heavy blocks re-found by the

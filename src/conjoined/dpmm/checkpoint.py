@@ -11,8 +11,9 @@ saves would write it about ``n_iter / (2 checkpoint_every)`` times over (for a m
 iterations, some 200 GB). It goes to the file beside it named ``<checkpoint>.labels`` (``LABELS_SUFFIX``), raw
 int32 rows of n_points, one per iteration, to which each save appends the iterations since the last, on disk
 before the checkpoint that counts them replaces the previous one; rows that a saved checkpoint counts are never
-rewritten, so a fit killed at any point leaves the two files consistent. (Checkpoints of format version 1, which
-held the trace, are still read.)
+rewritten, so a fit killed at any point leaves the two files consistent. The checkpoint holds the CRC-32 of the
+rows it counts: a labels file shortened, overwritten or paired with another chain's checkpoint is refused, not
+read. (Checkpoints of format version 1, which held the trace, are still read.)
 
 A checkpoint is tied to the data and to every parameter that changes the chain (``fingerprint``); loading one
 written for anything else raises a ValueError that names the difference. ``random_state=None`` matches any seed:
@@ -25,6 +26,7 @@ import hashlib
 import json
 import os
 import zipfile
+import zlib
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -116,9 +118,10 @@ def _checkpoint(arrays):
             int(arrays["best_iteration"]), float(arrays["best_log_posterior"]), arrays["best_labels"],
             SufficientStats(arrays["best_stats_n"], arrays["best_stats_s1"], arrays.get("best_stats_s2")),
         )
+    crc = int(arrays["labels_crc32"]) if "labels_crc32" in arrays else None
     return Checkpoint(int(arrays["iteration"]), DPMMState(stats, arrays["age"], arrays["random_sub"]),
                       random_states["driver"], arrays["labels"], arrays["sublabels"], random_states["streams"],
-                      traces, best)
+                      traces, best, crc)
 
 
 class Checkpoint(NamedTuple):
@@ -132,6 +135,7 @@ class Checkpoint(NamedTuple):
     stream_states: list
     traces: dict
     best: MostProbableSample | None
+    labels_crc32: int | None = None  # of the label trace's rows in the labels file (None: version 1)
 
 
 class Checkpointer:
@@ -150,6 +154,7 @@ class Checkpointer:
         self.settings = settings
         self.labels_path = self.path + LABELS_SUFFIX
         self._labels_saved = 0  # leading rows of the label trace that the labels file holds
+        self._labels_crc = 0  # their CRC-32
 
     def due(self, iteration, n_iter):
         """Whether to save after ``iteration`` completed iterations."""
@@ -181,6 +186,7 @@ class Checkpointer:
                 arrays[f"trace_{name}"] = trace[:iteration]
         if traces.get("labels") is not None:
             self._append_labels(traces["labels"], iteration)
+            arrays["labels_crc32"] = np.array(self._labels_crc, np.int64)
         if best is not None:
             arrays.update(best_iteration=np.array(best.iteration), best_log_posterior=np.array(best.log_posterior),
                           best_labels=best.labels, best_stats_n=best.stats.n, best_stats_s1=best.stats.s1)
@@ -195,31 +201,41 @@ class Checkpointer:
         """Write rows ``[saved, iteration)`` of the label trace (n_iter, n_points) to the labels file, ``saved``
         being the rows it holds already (none for a new chain, whose file is started afresh), and fsync it: on
         disk before the checkpoint that counts them replaces the last."""
-        start = self._labels_saved
+        start, row_bytes = self._labels_saved, trace.shape[1] * 4
+        rows = np.ascontiguousarray(trace[start:iteration], np.int32).tobytes()
         with open(self.labels_path, "r+b" if start else "wb") as file:
-            file.seek(start * trace.shape[1] * 4)
-            file.write(np.ascontiguousarray(trace[start:iteration], np.int32).tobytes())
+            if os.fstat(file.fileno()).st_size < start * row_bytes:  # a seek past the end would leave zeros
+                raise ValueError(f"checkpoint {self.path}: its label trace {self.labels_path} holds fewer than the "
+                                 f"{start} iterations saved in it (another fit writing to the same checkpoint?)")
+            file.seek(start * row_bytes)
+            file.write(rows)
             file.truncate()
             file.flush()
             os.fsync(file.fileno())
         self._labels_saved = iteration
+        self._labels_crc = zlib.crc32(rows, self._labels_crc)
 
-    def _saved_labels(self, iteration, n_points):
-        """The first ``iteration`` rows of the label trace, (iteration, n_points) int32, from the labels file;
-        ValueError naming both files if it is missing or shorter."""
+    def _saved_labels(self, iteration, n_points, crc):
+        """``(rows, their CRC-32)``: the first ``iteration`` rows of the label trace, (iteration, n_points) int32,
+        from the labels file; ValueError naming both files if it is missing, shorter, or its rows' CRC-32 is not
+        ``crc`` (None: not checked)."""
         try:
             values = np.fromfile(self.labels_path, np.int32, count=iteration * n_points)
         except OSError as error:
             values, reason = None, f"{type(error).__name__}: {error}"
         else:
             reason = f"{values.size // max(n_points, 1)} iterations of labels, not {iteration}"
+            actual = zlib.crc32(values)
+            if values.size == iteration * n_points and crc is not None and actual != crc:
+                reason = "its rows are not those the checkpoint counts: written by another chain, or changed since"
+                values = None
         if values is None or values.size < iteration * n_points:
             raise ValueError(
                 f"checkpoint {self.path} is damaged: its label trace {self.labels_path} cannot be read ({reason}); "
                 "if an interrupted fit left them, delete both files to start afresh, else choose another "
                 "checkpoint path"
             )
-        return values.reshape(iteration, n_points)
+        return values.reshape(iteration, n_points), actual
 
     def load(self):
         """The ``Checkpoint`` at ``path``, or None if there is no file. ValueError if it belongs to another fit or
@@ -229,7 +245,8 @@ class Checkpointer:
         with self._reading():
             arrays = _read_arrays(self.path)
         version = arrays.get("format_version")
-        if version is None or version.shape != () or int(version) not in READABLE_VERSIONS:
+        if (version is None or version.shape != () or version.dtype.kind not in "iu"
+                or int(version) not in READABLE_VERSIONS):
             raise ValueError(f"{self.path} is not a DPMM checkpoint of format version "
                              f"{' or '.join(map(str, READABLE_VERSIONS))}")
         with self._reading():
@@ -299,6 +316,7 @@ class Checkpointer:
                 if trace is not None and not (name == "labels" and name not in saved.traces):
                     trace[:saved.iteration] = saved.traces[name]
         if traces.get("labels") is not None and "labels" not in saved.traces:  # not a version-1 checkpoint
-            traces["labels"][:saved.iteration] = self._saved_labels(saved.iteration, backend.n_points)
+            rows, self._labels_crc = self._saved_labels(saved.iteration, backend.n_points, saved.labels_crc32)
+            traces["labels"][:saved.iteration] = rows
             self._labels_saved = saved.iteration
         return saved.iteration, saved.state, saved.best

@@ -164,6 +164,8 @@ def embedded_client(n_workers=2, threads_per_worker=1):
 def _checked_address(address):
     """``address`` after checking that a TCP or TLS one has a host and a port: a ``Client`` given one without
     fails half-way through its start and, at exit, holds the process for a minute before it closes."""
+    if not isinstance(address, str):  # a Cluster object, which Client also takes
+        return address
     scheme, _ = parse_address(address)
     if scheme in ("tcp", "tls"):
         try:
