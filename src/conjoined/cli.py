@@ -952,9 +952,15 @@ def _stdout_closed():
     stdout is pointed at devnull so that Python's flush at exit does not fail again (the idiom of the Python
     documentation, https://docs.python.org/3/library/signal.html#note-on-sigpipe).
     """
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    _to_devnull(sys.stdout.fileno())
     return 128 + 13  # SIGPIPE
+
+
+def _to_devnull(fileno):
+    """Point the descriptor ``fileno`` at devnull: a stream's buffer, and Python's flush at exit, then succeed."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fileno)
+    os.close(devnull)
 
 
 class _Terminated(BaseException):
@@ -1003,9 +1009,7 @@ class _SideOutput:
         if isinstance(error, BlockingIOError):
             return
         with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.wrapped_stream.fileno())
-            os.close(devnull)
+            _to_devnull(self.wrapped_stream.fileno())
 
     def write(self, text):
         try:

@@ -286,7 +286,7 @@ def step(state, backend, prior, alpha, burn_out, rng, subcluster_moves=True, pas
     # In the last burn_out passes a new cluster cannot come of age: young clusters split greedily instead.
     late = passes_left is not None and passes_left <= burn_out
     young = fitted & ~split_ok & late
-    merge_ok = occupied & (age >= burn_out) & subcluster_moves
+    merge_ok = occupied & (age >= burn_out)
 
     n_list, s1_list = list(stats.n), list(stats.s1)
     s2_list = None if stats.s2 is None else list(stats.s2)
