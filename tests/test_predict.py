@@ -1,17 +1,21 @@
 """New rows and columns classified by a fitted CDP (conjoined.predict)."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from scipy.special import softmax
 from sklearn.exceptions import NotFittedError
 
 from conjoined import CDP
 from conjoined.cdp import AllZeroWarning
-from conjoined.datasets import make_cdp_case
+from conjoined.background import _counts_over_clusters
+from conjoined.datasets import make_cdp_case, make_marques_like
 from conjoined.predict import cluster_probabilities, side_classifiers
+from conjoined.refine import side_model
 
 
 def _two_by_two():
@@ -46,6 +50,45 @@ def test_fitted_items_are_classified_as_the_fit_classified_them():
     probabilities = model.predict_row_proba(X)
     assert probabilities.shape == (X.shape[0], model.n_row_clusters_)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0)
+
+
+def test_over_dispersed_items_read_by_profile_come_back_in_their_clusters():
+    """Over-dispersed counts read by profile: the classifier's probabilities are the refinement EM's posterior
+    tempered by the over-dispersion, which keeps the EM's decisions. Tempering the likelihood alone (and taking
+    the weights and profiles from the hard labels) sent 9 of these 1,000 fitted genes to other clusters."""
+    X, _, _ = make_marques_like(1000, 300, n_row_clusters=10, n_col_clusters=8, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 60 iterations: mixtures not settled
+        model = CDP(random_state=0, n_iter=60, row_likelihood="multinomial", column_likelihood="multinomial").fit(X)
+    np.testing.assert_array_equal(model.predict_rows(X), model.block_row_labels_)
+    np.testing.assert_array_equal(model.predict_columns(X), model.block_column_labels_)
+    classifier = model.row_classifier_
+    assert classifier.dispersion > 1.3
+    rows, columns = model.block_row_labels_, model.block_column_labels_
+    em = side_model(sp.csr_matrix(X, dtype=np.float64), rows, columns, z_min=None, min_size=None,
+                    likelihood="multinomial", axis=0)
+    np.testing.assert_array_equal(em.labels, rows)  # the refined partition is the EM's fixed point
+    log_posterior = _counts_over_clusters(X, columns, columns.max() + 1) @ em.log_rates.T + em.log_weights
+    np.testing.assert_allclose(model.predict_row_proba(X), softmax(log_posterior / classifier.dispersion, axis=1),
+                               rtol=1e-9, atol=1e-300)
+
+
+def test_a_block_that_rests_on_a_stray_row_is_background_to_the_classifier():
+    """Table 2's case 2, replicate 44, at its mixtures' partition (tests/test_refine.py): the background rows'
+    block on the small block's columns is heavy only through the small block's row 16, and the refinement's EM
+    (as the extraction) models it at the background. So does the classifier, which puts row 16 (44 counts
+    there) and row 12 (43) with the small block, as the EM does; modelled heavy, it held them where they were."""
+    X, _, _ = make_cdp_case(2, random_state=3257916533, shuffle=True)
+    rows = np.array([1, 0, 2, 2, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 1, 0, 0, 2, 1])
+    columns = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1])
+    row_classifier, _ = side_classifiers(sp.csr_matrix(X, dtype=np.float64), rows, columns, z_min=None,
+                                         min_size=None, likelihoods=("poisson", "poisson"), n_clusters=(3, 2))
+    log_rates = row_classifier.log_rates
+    assert log_rates[0, 1] == log_rates[0, 0] == log_rates[1, 1] == log_rates[2, 0]  # one background density
+    assert log_rates[2, 1] > log_rates[0, 1] and log_rates[1, 0] > log_rates[0, 1]  # the two heavy blocks
+    moved = rows.copy()
+    moved[[12, 16]] = 2
+    np.testing.assert_array_equal(cluster_probabilities(row_classifier, X).argmax(axis=1), moved)
 
 
 @pytest.mark.parametrize("case, seed", [(2, 1), (4, 0)])

@@ -33,7 +33,7 @@ from .background import (
 from .dpmm.sampler import MERGE_CHUNK_VALUES
 from .extract import _favouring, _without_strays
 
-__all__ = ["REFINE_LIKELIHOODS", "refine_partition"]
+__all__ = ["REFINE_LIKELIHOODS", "SideModel", "refine_partition", "side_model"]
 
 # Candidate Gamma shapes of the heavy blocks' densities (empirical Bayes), in units of the largest block total:
 # from no pooling (shape far below every total) to one shared density (far above).
@@ -111,7 +111,9 @@ def _light_density(sums, cells, heavy):
 
 
 def _membership_em(labels, n_clusters, log_likelihood, n_iter=50, tol=1e-8):
-    """Soft EM of one side's memberships; returns hard labels (each item's most probable cluster).
+    """Soft EM of one side's memberships: ``(labels, resp)``, the new hard labels (each item's most probable
+    cluster at the last E-step) and the responsibilities (n_labelled, K) that step's parameters were estimated
+    from.
 
     ``labels`` (n,): the starting partition, -1 for items set aside (they stay -1); ``n_clusters``: K, at least
     ``labels.max() + 1`` (clusters keep their indices; one may end up empty). ``log_likelihood(resp)`` gives
@@ -121,16 +123,44 @@ def _membership_em(labels, n_clusters, log_likelihood, n_iter=50, tol=1e-8):
     active = labels >= 0
     resp = np.eye(n_clusters)[labels[active]]
     for _ in range(n_iter):
+        used = resp
         with np.errstate(divide="ignore"):
-            log_post = log_likelihood(resp) + np.log(resp.sum(axis=0))[None, :]
-        new = softmax(log_post, axis=1)
-        converged = np.abs(new - resp).max() < tol
-        resp = new
-        if converged:
+            log_post = log_likelihood(used) + np.log(used.sum(axis=0))[None, :]
+        resp = softmax(log_post, axis=1)
+        if np.abs(resp - used).max() < tol:
             break
     out = labels.copy()
     out[active] = np.argmax(resp, axis=1)
-    return out
+    return out, used
+
+
+def _log_shares(resp):
+    """(K,) log of each cluster's share of the responsibilities ``resp`` (n, K); -inf for a cluster without
+    any."""
+    totals = resp.sum(axis=0)
+    with np.errstate(divide="ignore"):
+        return np.log(totals / totals.sum())
+
+
+class SideModel(NamedTuple):
+    """One side's block model as its soft EM leaves it, the other side's partition fixed: an item with counts
+    ``x`` (L,) over the other side's clusters is in cluster k with log-probability
+    ``x @ log_rates[k] - exposure[k] + log_weights[k]`` up to a constant.
+
+    labels : int64 array (n,)
+        Each item's most probable cluster at the EM's last step (-1 stays -1).
+    log_rates : ndarray, shape (K, L)
+        Poisson: the log density of block (k, l) per cell; multinomial: the log share of cluster k's counts in l.
+    exposure : ndarray, shape (K,)
+        Poisson: the expected total of an item of cluster k; multinomial: zeros.
+    log_weights : ndarray, shape (K,)
+        Log of each cluster's share of the items' responsibilities (-inf for a cluster without any).
+    """
+
+    labels: np.ndarray
+    log_rates: np.ndarray
+    exposure: np.ndarray
+    log_weights: np.ndarray
 
 
 def block_rates(sums, cells, heavy):
@@ -142,7 +172,7 @@ def block_rates(sums, cells, heavy):
 
 
 def _block_model_em(aggregated, labels, n_other, heavy):
-    """Soft EM of one side's memberships under the block model, the other side fixed; returns hard labels.
+    """Soft EM of one side's memberships under the block model, the other side fixed: a :class:`SideModel`.
 
     ``aggregated`` (n, L): each item's counts summed over the other side's clusters, which have ``n_other``
     (L,) members. Item i in cluster k has Poisson counts of rate ``rate[k, l]`` per cell over cluster l:
@@ -154,11 +184,16 @@ def _block_model_em(aggregated, labels, n_other, heavy):
     """
     X_a = aggregated[labels >= 0]
 
-    def log_likelihood(resp):
+    def log_rates_and_exposure(resp):
         rate = block_rates(resp.T @ X_a, np.outer(resp.sum(axis=0), n_other), heavy)
-        return X_a @ np.log(rate).T - (rate * n_other[None, :]).sum(axis=1)[None, :]
+        return np.log(rate), (rate * n_other[None, :]).sum(axis=1)
 
-    return _membership_em(labels, heavy.shape[0], log_likelihood)
+    def log_likelihood(resp):
+        log_rate, exposure = log_rates_and_exposure(resp)
+        return X_a @ log_rate.T - exposure[None, :]
+
+    new_labels, resp = _membership_em(labels, heavy.shape[0], log_likelihood)
+    return SideModel(new_labels, *log_rates_and_exposure(resp), _log_shares(resp))
 
 
 def _block_profiles(X, rows, columns, z_min, min_size, axis):
@@ -182,9 +217,10 @@ def _profile_em(aggregated, labels, log_profiles):
     """Soft EM of one side's memberships when items differ in depth (the multinomial likelihood): item i in
     cluster k has counts ``aggregated[i]`` (over the other side's clusters) multinomial with the cluster's
     profile, ``exp(log_profiles[k])`` (:func:`_block_profiles`, held fixed; the mixing weights are
-    re-estimated). Returns hard labels; -1 stays -1."""
+    re-estimated). A :class:`SideModel`; -1 stays -1."""
     log_likelihood = aggregated[labels >= 0] @ log_profiles.T
-    return _membership_em(labels, log_profiles.shape[0], lambda resp: log_likelihood)
+    new_labels, resp = _membership_em(labels, log_profiles.shape[0], lambda resp: log_likelihood)
+    return SideModel(new_labels, log_profiles, np.zeros(log_profiles.shape[0]), _log_shares(resp))
 
 
 def _block_log_likelihood(observed, sizes, heavy, background, pooling):
@@ -620,36 +656,59 @@ def _heavy_and_modelled(X, rows, columns, z_min, min_size):
     return heavy, modelled, item_counts
 
 
+def _side_em(X, rows, columns, z_min, min_size, likelihood, axis):
+    """The soft EM of one side's memberships (rows: ``axis`` 0, columns: 1) given the other side's partition,
+    under the blocks the EM models as heavy (:func:`_heavy_and_modelled`), with the side's ``likelihood``:
+    "poisson" (:func:`_block_model_em`) or "multinomial" (:func:`_profile_em`). A :class:`SideModel`, or None
+    when no block is modelled heavy (every cluster alike: nothing to re-assign by)."""
+    _, heavy, item_counts = _heavy_and_modelled(X, rows, columns, z_min, min_size)
+    if not heavy.any():
+        return None
+    own, other = (rows, columns) if axis == 0 else (columns, rows)
+    aggregated = item_counts[axis]  # each item's counts over the other side's clusters
+    if likelihood == "multinomial":
+        return _profile_em(aggregated, own, _block_profiles(X, rows, columns, z_min, min_size, axis))
+    heavy_side = np.moveaxis(heavy, axis, 0)
+    n_other_clusters = heavy_side.shape[1]
+    n_other = np.bincount(other[other >= 0], minlength=n_other_clusters).astype(np.float64)
+    # clusters beyond the current maximum label have no block row yet: pad heavy to every label
+    n_own = max(int(own.max()) + 1, heavy_side.shape[0])
+    padded = np.zeros((n_own, n_other_clusters), bool)
+    padded[: heavy_side.shape[0]] = heavy_side
+    return _block_model_em(aggregated, own, n_other, padded)
+
+
+def side_model(X, rows, columns, *, z_min, min_size, likelihood, axis):
+    """One side's block model at the partition (rows, columns) as the refinement's EM reads it (one EM of the
+    side from that partition, :func:`_side_em`): a :class:`SideModel` whose labels are the partition's own
+    where the partition is a fixed point of the EM (as the refinement leaves it, but where it undid rounds that
+    drained a cluster of its blocks, :func:`_refined`). Without a block modelled heavy,
+    every cluster has the same rates and the weights are the clusters' shares of the items. ``X`` CSR float64
+    counts, ``rows``, ``columns`` int64 labels (-1: set aside) with at least one labelled item on each side;
+    ``z_min``, ``min_size`` as for the significance rule (None: its defaults)."""
+    fitted = _side_em(X, rows, columns, *check_thresholds(z_min, min_size), likelihood, axis)
+    if fitted is not None:
+        return fitted
+    own, other = (rows, columns) if axis == 0 else (columns, rows)
+    n_own, n_other = int(own.max()) + 1, int(other.max()) + 1
+    return SideModel(own.copy(), np.zeros((n_own, n_other)), np.zeros(n_own),
+                     _log_shares(np.eye(n_own)[own[own >= 0]]))
+
+
 def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
-    """Up to ``n_rounds`` rounds of EM on the rows given the columns, then on the columns given the rows; stops
-    early when a round moves nothing. ``likelihoods``: (rows', columns') likelihood, "poisson"
-    (:func:`_block_model_em`) or "multinomial" (:func:`_profile_em`). Returns new label arrays."""
+    """Up to ``n_rounds`` rounds of EM on the rows given the columns, then on the columns given the rows
+    (:func:`_side_em`); stops early when a round moves nothing. ``likelihoods``: (rows', columns') likelihood,
+    "poisson" or "multinomial". Returns new label arrays."""
     for _ in range(n_rounds):
         before = rows, columns
-        for axis, (side, likelihood) in enumerate(zip(("rows", "columns"), likelihoods)):
-            _, heavy, item_counts = _heavy_and_modelled(X, rows, columns, z_min, min_size)
-            if not heavy.any():
+        for axis, likelihood in enumerate(likelihoods):
+            fitted = _side_em(X, rows, columns, z_min, min_size, likelihood, axis)
+            if fitted is None:
                 break
-            if side == "rows":
-                other, own, heavy_side = columns, rows, heavy
+            if axis == 0:
+                rows = fitted.labels
             else:
-                other, own, heavy_side = rows, columns, heavy.T
-            n_other_clusters = heavy_side.shape[1]
-            keep = other >= 0
-            aggregated = item_counts[axis]  # each item's counts over the other side's clusters
-            if likelihood == "multinomial":
-                refined = _profile_em(aggregated, own, _block_profiles(X, rows, columns, z_min, min_size, axis))
-            else:
-                n_other = np.bincount(other[keep], minlength=n_other_clusters).astype(np.float64)
-                # clusters beyond the current maximum label have no block row yet: pad heavy to every label
-                n_own = max(int(own.max()) + 1, heavy_side.shape[0])
-                padded = np.zeros((n_own, n_other_clusters), bool)
-                padded[: heavy_side.shape[0]] = heavy_side
-                refined = _block_model_em(aggregated, own, n_other, padded)
-            if side == "rows":
-                rows = refined
-            else:
-                columns = refined
+                columns = fitted.labels
         if np.array_equal(before[0], rows) and np.array_equal(before[1], columns):
             break
     return rows, columns
