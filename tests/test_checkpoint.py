@@ -375,6 +375,35 @@ def test_cdp_without_a_seed_records_its_seed_in_the_checkpoint_folder(tmp_path, 
         assert (directory / "seed.json").read_text() == damaged
 
 
+def test_a_fit_seeded_by_a_generator_resumes_its_checkpoint(tmp_path, monkeypatch):
+    """A Generator (or RandomState) gives each fit another seed: started again on the same estimator, an
+    interrupted fit drew a new one and was refused ("written with other parameters (seed: ...)"). As with None,
+    the checkpoint's seed is taken: a CDP folder records the seed the first fit drew, a DPMM file resumes its own."""
+    from conjoined.datasets import make_cdp_case
+
+    X, _, _ = make_cdp_case(3, random_state=0)
+    params = {"n_iter": 20, "n_reassign": 5, "n_rounds": 1}
+    model = conjoined.CDP(random_state=np.random.default_rng(0), checkpoint=tmp_path / "cdp", **params)
+    with monkeypatch.context() as patch:
+        interrupt_during_iteration(patch, 2 * 20 + 13)
+        with pytest.raises(Interrupted):
+            model.fit(X)
+    entropy = json.loads((tmp_path / "cdp" / "seed.json").read_text())["entropy"]
+    model.fit(X)
+    expected = conjoined.CDP(random_state=entropy, **params).fit(X)
+    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+        np.testing.assert_array_equal(getattr(expected, name), getattr(model, name), err_msg=name)
+
+    points = count_mixture(1)
+    dpmm = conjoined.DPMM(checkpoint=tmp_path / "dpmm.npz", **dict(PARAMS, random_state=np.random.default_rng(3)))
+    with monkeypatch.context() as patch:
+        interrupt_during_iteration(patch, 17)
+        with pytest.raises(Interrupted):
+            dpmm.fit(points)
+    dpmm.fit(points)  # the generator has moved on: the file's seed is taken
+    assert_same_fit(conjoined.DPMM(**dict(PARAMS, random_state=np.random.default_rng(3))).fit(points), dpmm)
+
+
 def test_a_cdp_checkpoint_of_another_start_says_which_start_resumes_it(tmp_path):
     # a folder written by a fit whose first mixtures started from one cluster (as before the spectral start) is
     # refused by the default, with the option that resumes it, which then gives that fit

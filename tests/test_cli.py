@@ -970,6 +970,25 @@ def test_plot_redraws_the_pictures(reference, tmp_path, capsys):
     assert fit_folder.check_replaceable_fit(outdir) is None
 
 
+def test_plot_replaces_the_pictures_all_together_or_not_at_all(reference, tmp_path, capsys, monkeypatch):
+    """Each picture was replaced as soon as it was drawn: a failure in the last one (or an interruption) left a
+    folder of pictures redrawn at the new --dpi beside old ones."""
+    outdir = tmp_path / "copy"
+    shutil.copytree(reference, outdir)
+    before = _contents(outdir)
+
+    def failing(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fit_folder, "plot_membership", failing)  # the last picture drawn
+    status, _, err = _run(["plot", outdir, "--dpi", "60"], capsys)
+    assert status == 130 and "interrupted" in err
+    assert _contents(outdir) == before
+    monkeypatch.undo()
+    assert _run(["plot", outdir, "--dpi", "60"], capsys)[0] == 0
+    assert all(_contents(outdir)[Path(f"{picture}.png")] != before[Path(f"{picture}.png")] for picture in PICTURES)
+
+
 def test_plot_reads_a_model_saved_before_biclusters_joined_blocks(reference, tmp_path, capsys):
     outdir = tmp_path / "copy"
     shutil.copytree(reference, outdir)
@@ -1145,8 +1164,9 @@ def test_a_signal_during_the_swap_of_force_waits_until_the_results_are_in_place(
 @pytest.mark.parametrize(
     "dpi, message",
     [
-        ("0", "0 is outside 1..1200"),
-        ("100000", "100000 is outside 1..1200"),
+        ("0", "0 is outside 10..1200"),
+        ("5", "5 is outside 10..1200"),  # matplotlib fails to draw 6-point text below 6 dpi
+        ("100000", "100000 is outside 10..1200"),
         ("high", "invalid int value: 'high'"),
     ],
 )
@@ -1158,7 +1178,7 @@ def test_plot_dpi_outside_its_range_is_a_usage_error(dpi, message, reference, tm
     assert status == 2 and f"argument --dpi: {message}" in err
     assert _contents(outdir) == before
     status, out, _ = _run(["plot", "--help"], capsys)
-    assert status == 0 and re.search(r"1\s+to\s+1200", out)
+    assert status == 0 and re.search(r"10\s+to\s+1200", out)
 
 
 # --------------------------------------------------------------------------------------------- Dask

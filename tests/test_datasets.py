@@ -253,6 +253,8 @@ def test_20news_w100():
 def test_20news_missing_and_garbled(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_20news_w100(tmp_path / "absent.mat")
+    with pytest.raises(IsADirectoryError, match="is a folder: give the 20news_w100.mat file in it"):
+        load_20news_w100(tmp_path)
     garbled = tmp_path / "garbled.mat"
     garbled.write_bytes(b"this is not a MATLAB file at all" * 10)
     with pytest.raises(ValueError, match="garbled.mat"):

@@ -189,3 +189,13 @@ def test_index_lists_are_refused_with_a_clear_message():
         jaccard_score(([[0, 1], [2]], [[0, 1], [3]]), truth)
     with pytest.raises(ValueError, match="index lists are not accepted"):
         jaccard_score(([[2, 3]], [[2, 3]]), truth)
+
+
+def test_a_list_of_per_bicluster_pairs_is_named():
+    truth = _biclusters(4, 5, [([0, 1], [0, 1]), ([2], [3, 4])])
+    pairs = list(zip(*truth))  # [(rows of bicluster 0, its columns), (rows of bicluster 1, its columns)]
+    with pytest.raises(ValueError, match=r"a list of one \(rows, columns\) pair per bicluster is not read"):
+        jaccard_score(pairs, truth)
+    with pytest.raises(ValueError, match="a list of one"):
+        jaccard_score(pairs + pairs[:1], truth)
+    assert jaccard_score(tuple(np.array(side) for side in zip(*pairs)), truth) == 1.0

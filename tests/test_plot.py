@@ -109,7 +109,8 @@ def _heatmap(figure):
 
 
 def _title(figure):
-    return next(ax.get_title() for ax in figure.axes if ax.get_title())
+    """The figure's title (a new figure's), else the first of its axes' titles (given axes)."""
+    return figure.get_suptitle() or next(ax.get_title() for ax in figure.axes if ax.get_title())
 
 
 def _saved_png_shape(figure, path, dpi):
@@ -246,7 +247,8 @@ def test_biclusters_bad_max_biclusters(bad, case2):
     ("biclusters", {"max_bins": 2.5}, "max_bins must be an integer >= 1"),
     ("biclusters", {"row_names": ["a", "b", "c"]}, "3 row names for the 20 rows of X"),
     ("biclusters", {"column_names": ["a"] * 21}, "21 column names for the 20 columns of X"),
-    ("biclusters", {"cmap": "no such map"}, "no such map"),
+    ("biclusters", {"cmap": "no such map"}, "cmap must be the name of a matplotlib colormap, got 'no such map'"),
+    ("biclusters", {"legend": "yes"}, "legend must be True or False"),
     ("membership", {"max_bins": -1}, "max_bins must be an integer >= 1"),
 ])
 def test_bad_arguments_are_named_and_leave_no_figure_open(plot, options, message, case2):
@@ -356,6 +358,80 @@ def test_biclusters_names_a_matrix_that_is_not_one(case2):
                                                              "rows_": model.rows_[:, :15]}))
     with pytest.raises(ValueError, match="must be 2-dimensional"):
         plot_biclusters(X[0], model)
+
+
+def test_biclusters_refuses_negative_values_and_masks_of_another_shape(case2):
+    X, model = case2
+    negative = X.astype(float)
+    negative[3, 4] = -1.0
+    with pytest.raises(ValueError, match="X has negative values"):
+        plot_biclusters(negative, model)
+    # (n_rows, n_biclusters) read as (n_biclusters, n_rows) gave masks of other rows, silently
+    transposed = types.SimpleNamespace(**{**vars(model), "rows_": model.rows_.T})
+    with pytest.raises(ValueError, match=r"model.rows_ must have shape \(n_biclusters, 20\) .* got \(20, 2\)"):
+        plot_biclusters(X, transposed)
+    assert plt.get_fignums() == []
+
+
+def test_a_failure_in_given_axes_leaves_them_as_they_were(case2):
+    X, model = case2
+    figure, ax = plt.subplots()
+    with pytest.raises(ValueError, match="cmap must be the name"):
+        plot_biclusters(X, model, ax=ax, cmap="Grays_typo")
+    assert figure.axes == [ax] and ax.child_axes == [] and not ax.images
+    # a sequence of one axes is accepted, as by the other plots
+    assert plot_biclusters(X, model, ax=[ax]) is figure and ax.images
+
+
+def _inside(box, frame):
+    return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+
+
+@pytest.mark.parametrize("width", [3.5, 5.0, 9.0])
+def test_title_and_legend_fit_the_figure(width):
+    """A long default title (a binned matrix) wraps to the figure; the legend takes two columns from 6 inches,
+    one below (two, 5.4 inches wide, spilled out of a single-column panel on both sides)."""
+    X = sp.random(100, 16242, density=0.01, format="csr", random_state=0, data_rvs=lambda n: np.ones(n))
+    labels = np.arange(100) % 5, np.arange(16242) % 5
+    rows, columns = np.stack([labels[0] == k for k in range(5)]), np.stack([labels[1] == k for k in range(5)])
+    figure = plot_biclusters(X, _model(*labels, rows, columns), figsize=(width, 6.5))
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    assert "(shown as 100 x 2000 bins)" in figure.get_suptitle()
+    assert _inside(figure._suptitle.get_window_extent(renderer), figure.bbox)
+    legend = figure.legends[0]
+    assert legend._ncols == (2 if width >= 6 else 1)
+    assert _inside(legend.get_window_extent(renderer), figure.bbox)
+    assert not plot_biclusters(X, _model(*labels, rows, columns), figsize=(width, 6.5), legend=False).legends
+
+
+def test_legend_in_given_axes_sits_below_the_x_label(case2):
+    X, model = case2
+    figure, ax = plt.subplots(figsize=(5, 4), layout="constrained")
+    plot_biclusters(X, model, ax=ax)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    legend_box = ax.get_legend().get_window_extent(renderer)
+    assert legend_box.y1 <= ax.xaxis.label.get_window_extent(renderer).y0
+    assert legend_box.y1 <= min(label.get_window_extent(renderer).y0 for label in ax.get_xticklabels()
+                                if label.get_text())
+
+
+@pytest.mark.parametrize("n_rows", [40, 50, 80])
+def test_the_commands_heatmap_is_tall_enough_for_every_row_name(n_rows):
+    """``conjoined fit``'s heatmap grows for named rows; it grew too little, and 40-90 rows lost every other
+    name (20 of 40 drawn)."""
+    from conjoined.fit_folder import PICTURE_DPI, _heatmap_figsize
+
+    rng = np.random.default_rng(0)
+    row_labels, column_labels = np.arange(n_rows) * 10 // n_rows, np.arange(50) // 5
+    rows = np.stack([row_labels == b for b in range(4)])
+    columns = np.stack([column_labels == b for b in range(4)])
+    figure = plot_biclusters(rng.poisson(1, (n_rows, 50)), _model(row_labels, column_labels, rows, columns),
+                             row_names=[f"row{i}" for i in range(n_rows)],
+                             column_names=[f"col{j}" for j in range(50)], figsize=_heatmap_figsize(n_rows))
+    figure.set_dpi(PICTURE_DPI)
+    assert len(_drawn_tick_labels(figure)[figure.axes.index(_heatmap(figure)), "y"]) == n_rows
 
 
 def test_biclusters_shape_mismatch(case2):

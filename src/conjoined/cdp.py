@@ -344,9 +344,10 @@ def _merged_by_posterior(dpmm, X, labels):
     return np.unique(best[labels], return_inverse=True)[1].astype(np.int64)
 
 
-def _checkpointed_seed(folder):
-    """The root seed of a fit with ``random_state=None`` and a checkpoint folder: the one recorded in the folder's
-    ``seed.json`` by the fit that began it, else a new one, recorded there (an int seed, :func:`fresh_seed`:
+def _checkpointed_seed(folder, random_state):
+    """The root seed of a fit with a checkpoint folder and ``random_state`` None, a RandomState or a Generator
+    (each fit draws another seed from those): the one recorded in the folder's ``seed.json`` by the fit that began
+    it, else a new one (:func:`fresh_seed`, or drawn from ``random_state``), recorded there (an int seed:
     ``random_state`` set to it repeats the fit without the folder). Written whole to a temporary file and
     linked into place only if no ``seed.json`` exists: of two fits beginning the folder at once, both take the
     first's."""
@@ -354,9 +355,10 @@ def _checkpointed_seed(folder):
     if not os.path.exists(path):
         os.makedirs(folder, exist_ok=True)
         temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.partial"
+        entropy = fresh_seed() if random_state is None else int(seed_sequence(random_state).entropy)
         try:
             with open(temporary, "w") as file:
-                json.dump({"entropy": fresh_seed()}, file)
+                json.dump({"entropy": entropy}, file)
             os.link(temporary, path)
         except FileExistsError:
             pass
@@ -477,9 +479,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     checkpoint : str, path or None, default=None
         Directory where every DPMM run keeps its checkpoint (``dpmm-<run>-<side>.npz`` and its label trace,
         ``dpmm-<run>-<side>.npz.labels``, see ``DPMM``): a fit started again with the same data and parameters
-        resumes where it stopped. With ``random_state=None`` the seed drawn by the fit that began the folder is
-        recorded there (``seed.json``) and taken again, so that
-        the fit started again resumes (as a ``DPMM`` with None resumes from its checkpoint's seed); that seed,
+        resumes where it stopped. With ``random_state`` None, a RandomState or a Generator (from which each fit
+        draws another seed) the seed drawn by the fit that began the folder is recorded there (``seed.json``)
+        and taken again, so that the fit started again resumes (as a ``DPMM`` with None resumes from its
+        checkpoint's seed); that seed,
         given as ``random_state``, repeats the fit without the folder (``conjoined fit`` and
         ``conjoined.anndata.cdp`` record it as such).
     holdout : float in (0, 1) or None, default=None
@@ -732,8 +735,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         core = X[row_index][:, col_index]
 
         # Spawned one at a time, as needed: the same children as spawn(3 + 2 * n_rounds), without making them all.
-        if self.random_state is None and self.checkpoint is not None:
-            root_seed = _checkpointed_seed(self.checkpoint)
+        if self.checkpoint is not None and (self.random_state is None
+                                            or isinstance(self.random_state, (np.random.RandomState,
+                                                                              np.random.Generator))):
+            root_seed = _checkpointed_seed(self.checkpoint, self.random_state)
             self._checkpoint_seed = int(root_seed.entropy)  # what repeatable_params records
         else:
             root_seed = seed_sequence(self.random_state)

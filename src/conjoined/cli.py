@@ -122,7 +122,7 @@ from .reassign import check_token_total
 __all__ = ["build_parser", "main"]
 
 PROG = "conjoined"
-PICTURE_DPI_RANGE = (1, 1200)
+PICTURE_DPI_RANGE = (10, 1200)  # below 6 dpi matplotlib cannot set the strips' 6-point labels
 SIMULATION_FORMATS = (".csv", ".npz", ".mtx")
 _SUMMARY_MAX_BICLUSTERS = 20
 _SUMMARY_TOP_ROWS = 5
@@ -259,7 +259,7 @@ def _estimator_options(parser):
 
 
 def _dpi(text):
-    """argparse type of --dpi: an integer in PICTURE_DPI_RANGE (beyond it a picture takes gigabytes)."""
+    """argparse type of --dpi: an integer in PICTURE_DPI_RANGE (above it a picture takes gigabytes)."""
     low, high = PICTURE_DPI_RANGE
     try:
         value = int(text)

@@ -413,6 +413,8 @@ def load_20news_w100(path):
             ``['comp.*', 'rec.*', 'sci.*', 'talk.*']``.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder: give the 20news_w100.mat file in it")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file (the 20news_w100.mat file of Sam Roweis's data page, "
                                 f"{ROWEIS_20NEWS_URL})")

@@ -26,13 +26,13 @@ from .cdp import (
 from .io import (
     _npz_failure,
     atomic_output_dir,
-    atomic_output_file,
+    atomic_output_files,
     unique_names,
     write_json,
     write_table_csv,
     writing_results,
 )
-from .plot import plot_biclusters, plot_k_trace, plot_membership, plot_theta
+from .plot import name_fontsize, plot_biclusters, plot_k_trace, plot_membership, plot_theta
 from .predict import label_probabilities
 
 __all__ = ["draw_pictures", "load_fit", "save_fit"]
@@ -196,10 +196,13 @@ def _pyplot():
 
 
 def _heatmap_figsize(n_rows):
-    """plot_biclusters' default size, taller when it names 40-100 rows, so that their names do not overlap."""
+    """plot_biclusters' default size, taller where it names up to 100 rows, so that all their names fit:
+    each takes 1.3 times its font size (the label and the gap the ticks keep between labels) along a heatmap
+    that the strips, title, x labels and legend leave about 0.8 of the figure's height, less 2.5 inches."""
     width, height = inspect.signature(plot_biclusters).parameters["figsize"].default
-    if 40 < n_rows <= 100:
-        height = max(height, 3.5 + 0.085 * n_rows)
+    if n_rows <= 100:
+        heatmap = 1.3 * name_fontsize(n_rows) / 72.0 * n_rows
+        height = max(height, 2.5 + heatmap / 0.8)
     return width, height
 
 
@@ -231,17 +234,15 @@ def draw_pictures(outdir, X, model, row_names, column_names, *, fmt="png", dpi=P
         "theta": lambda: plot_theta(model, side_names=side_names),
         "membership": lambda: plot_membership(model, side_names=side_names),
     }
-    paths = []
-    for name in PICTURES:
-        figure = drawers[name]()
-        try:
-            path = Path(outdir) / f"{name}.{fmt}"
-            with atomic_output_file(path) as temporary, plt.rc_context({"svg.hashsalt": "conjoined"}):
-                # a failed save leaves any previous picture whole
+    paths = [Path(outdir) / f"{name}.{fmt}" for name in PICTURES]
+    # all drawn before any replaces an earlier one: a failure or an interruption leaves the previous set whole
+    with atomic_output_files(paths) as temporaries, plt.rc_context({"svg.hashsalt": "conjoined"}):
+        for name, temporary in zip(PICTURES, temporaries):
+            figure = drawers[name]()
+            try:
                 figure.savefig(temporary, dpi=dpi, format=fmt, metadata=_UNDATED.get(fmt))
-            paths.append(path)
-        finally:
-            plt.close(figure)
+            finally:
+                plt.close(figure)
     return paths
 
 

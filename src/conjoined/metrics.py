@@ -20,17 +20,19 @@ def _check_biclusters(biclusters, name):
 
     Empty input is no bicluster: 2-d arrays of shapes (0, n_rows) and (0, n_cols) keep their widths (checked
     against the other set's); anything else empty, such as ``([], [])``, becomes two (0, 0) arrays."""
+    pairs_hint = ("; a list of one (rows, columns) pair per bicluster is not read: stack each side, "
+                  "tuple(np.array(side) for side in zip(*pairs))")
     try:
         rows, columns = biclusters
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a (rows, columns) pair of bool arrays") from None
+        raise ValueError(f"{name} must be a (rows, columns) pair of bool arrays{pairs_hint}") from None
     try:
         rows = np.asarray(rows)
         columns = np.asarray(columns)
     except ValueError:
         raise ValueError(
             f"{name} rows and columns must be bool masks of shapes (n_biclusters, n_rows) and (n_biclusters, "
-            "n_cols), not lists of indices of different lengths"
+            f"n_cols), not lists of indices of different lengths{pairs_hint}"
         ) from None
     if rows.size == 0 and columns.size == 0 and not rows.ndim == columns.ndim == 2:
         return np.zeros((0, 0), dtype=bool), np.zeros((0, 0), dtype=bool)

@@ -27,6 +27,11 @@ _MAX_NAMED_TICKS = 100
 # Height of one row of the heatmap legend (font size 8, with its spacing), by which a new figure grows past
 # five rows.
 _LEGEND_ROW_INCHES = 0.175
+# The heatmap legend's entries (font size 8) take about 2.7 inches each: two columns from this width, else
+# one.
+_TWO_LEGEND_COLUMNS_INCHES = 6.0
+# Lines between clusters on the heatmap.
+_SEPARATOR_COLOR = "0.6"
 
 
 def _pyplot():
@@ -157,13 +162,18 @@ def _cluster_boundaries(sorted_labels):
     return np.flatnonzero(sorted_labels[1:] != sorted_labels[:-1]) + 1
 
 
+def name_fontsize(n):
+    """Font size (points) of the tick labels that name ``n`` <= 100 rows (columns) one by one."""
+    return max(4.0, min(8.0, 500.0 / n))
+
+
 def _label_ticks(axis, sorted_labels, names):
     """Name every position when there are few (names along the x axis turned upright), else put the cluster id
     at the centre of each cluster's span, the widest clusters first where not all fit (see
     :func:`_set_fitting_ticks`)."""
     n = len(sorted_labels)
     if names is not None and n <= _MAX_NAMED_TICKS:
-        _set_fitting_ticks(axis, np.arange(n) + 0.5, names, fontsize=max(4.0, min(8.0, 500.0 / n)),
+        _set_fitting_ticks(axis, np.arange(n) + 0.5, names, fontsize=name_fontsize(n),
                            rotation=90.0 if axis.axis_name == "x" else 0.0)
         return
     starts = np.concatenate([[0], _cluster_boundaries(sorted_labels)])
@@ -264,14 +274,15 @@ def plot_biclusters(
     figsize=(9.0, 6.5),
     title=None,
     side_names=("row", "column"),
+    legend=True,
 ):
     """Heatmap of X with rows and columns sorted by cluster, and the biclusters marked.
 
     Rows are sorted by ``model.block_row_labels_`` and columns by ``model.block_column_labels_``, the partitions
     the biclusters are read from (``row_labels_`` and ``column_labels_`` for a model without them; label -1, set
-    aside, last); white lines separate clusters. Colour is ``log(1 + count)``. An axis longer than ``max_bins`` is shown as
-    ``max_bins`` bins of consecutive sorted positions, each the mean count of its cells, computed on the sparse
-    matrix (never densified).
+    aside, last); grey lines separate clusters. Colour is ``log(1 + count)``. An axis longer than ``max_bins``
+    is shown as ``max_bins`` bins of consecutive sorted positions, each the mean count of its cells, computed on
+    the sparse matrix (never densified).
 
     Bicluster b (``model.rows_[b]`` x ``model.columns_[b]``) gets its own colour. Its members may be scattered
     after sorting (a row can belong to several biclusters), so it is drawn twice: strips above and to the right of
@@ -297,19 +308,36 @@ def plot_biclusters(
         Most biclusters marked: the first ones, which for CDP are the strongest (past about ten, outlines hide
         each other). None: all.
     cmap : str
+        A matplotlib colormap name.
     figsize : (float, float) or None
-        Size of a new figure (inches; None: matplotlib's default); past ten biclusters it grows taller by the
-        legend's extra rows.
+        Size of a new figure (inches; None: matplotlib's default); it grows taller by the legend's rows past
+        five.
     title : str, optional
+        Above the figure (a new one; wrapped to its width) or above the heatmap's strip (given axes; not
+        wrapped: pass a short one, or ``""``, for a narrow panel). The default names the matrix's size and how
+        many biclusters are marked.
     side_names : (str, str), default=("row", "column")
         What the rows and the columns are, singular (their plurals add an "s"), for the axes, title and legend.
+    legend : bool, default=True
+        List the marked biclusters (size and blocks) below the heatmap: in two columns on a figure (or given
+        axes) at least 6 inches wide, else in one. False leaves it out (the strips still number them), for a
+        small panel.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     X = check_matrix(X)
+    if (X.data if sp.issparse(X) else X).min(initial=0.0) < 0:
+        raise ValueError("X has negative values: the heatmap draws log(1 + value), for counts or other "
+                         "values >= 0")
     row, column = _check_model(model, ("row_labels_", "column_labels_", "rows_", "columns_"), side_names)
+    if not isinstance(legend, (bool, np.bool_)):
+        raise ValueError(f"legend must be True or False, got {legend!r}")
+    try:
+        _pyplot().colormaps[cmap]
+    except (KeyError, ValueError, TypeError):
+        raise ValueError(f"cmap must be the name of a matplotlib colormap, got {cmap!r}") from None
     n_rows, n_cols = X.shape
     row_labels = np.asarray(_topic_labels(model, "row"))
     column_labels = np.asarray(_topic_labels(model, "column"))
@@ -325,16 +353,25 @@ def plot_biclusters(
     for names, size, what in ((row_names, n_rows, "row"), (column_names, n_cols, "column")):
         if names is not None and len(names) != size:
             raise ValueError(f"{len(names)} {what} names for the {size} {what}s of X")
-    bicluster_rows = np.asarray(model.rows_, dtype=bool).reshape(-1, n_rows)
-    bicluster_columns = np.asarray(model.columns_, dtype=bool).reshape(-1, n_cols)
+    bicluster_rows = np.asarray(model.rows_, dtype=bool)
+    bicluster_columns = np.asarray(model.columns_, dtype=bool)
+    for masks, size, what in ((bicluster_rows, n_rows, "rows_"), (bicluster_columns, n_cols, "columns_")):
+        if masks.ndim != 2 or masks.shape[1] != size:
+            raise ValueError(f"model.{what} must have shape (n_biclusters, {size}) for X of shape {X.shape}, "
+                             f"got {masks.shape}")
     n_found = len(bicluster_rows)
     n_biclusters = n_found if max_biclusters is None else min(n_found, max_biclusters)
     bicluster_rows, bicluster_columns = bicluster_rows[:n_biclusters], bicluster_columns[:n_biclusters]
     new_figure = ax is None
-    extra_legend_rows = max(-(-n_biclusters // 2) - 5, 0)  # the legend's two columns hold ten biclusters
-    if new_figure and extra_legend_rows:
-        width, height = _pyplot().rcParams["figure.figsize"] if figsize is None else figsize
-        figsize = (width, height + _LEGEND_ROW_INCHES * extra_legend_rows)
+    if new_figure:
+        figsize = _pyplot().rcParams["figure.figsize"] if figsize is None else figsize
+        legend_columns = 2 if figsize[0] >= _TWO_LEGEND_COLUMNS_INCHES else 1
+        extra_legend_rows = max(-(-n_biclusters // legend_columns) - 5, 0) if legend else 0
+        figsize = (figsize[0], figsize[1] + _LEGEND_ROW_INCHES * extra_legend_rows)
+    else:
+        ax = _new_axes(ax, figsize)[1]  # an Axes, or a sequence of one
+        width = ax.get_position().width * ax.figure.get_figwidth()
+        legend_columns = 2 if width >= _TWO_LEGEND_COLUMNS_INCHES else 1
     figure, ax, column_strip, row_strip, colorbar_place = _heatmap_axes(ax, figsize, n_biclusters)
 
     row_order = _display_order(row_labels)
@@ -347,10 +384,11 @@ def plot_biclusters(
     )
     sorted_row_labels = row_labels[row_order]
     sorted_column_labels = column_labels[column_order]
+    # grey: seen on the colormap's light zero (most cells of sparse counts) and on its dark blocks
     for position in _cluster_boundaries(sorted_row_labels):
-        ax.axhline(position, color="white", linewidth=1.2)
+        ax.axhline(position, color=_SEPARATOR_COLOR, linewidth=0.8)
     for position in _cluster_boundaries(sorted_column_labels):
-        ax.axvline(position, color="white", linewidth=1.2)
+        ax.axvline(position, color=_SEPARATOR_COLOR, linewidth=0.8)
 
     colorbar = figure.colorbar(shown, fraction=0.04, **colorbar_place)
     colorbar.set_label("log(1 + mean count per bin)" if is_binned else "log(1 + count)")
@@ -365,11 +403,6 @@ def plot_biclusters(
             max_bins,
             (row, column),
         )
-        legend_style = {"fontsize": 8, "frameon": False, "ncols": 2}
-        if new_figure:
-            figure.legend(loc="outside lower center", **legend_style)
-        else:
-            ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.08), **legend_style)
 
     for axis, sorted_labels, names, order in (
         (ax.yaxis, sorted_row_labels, row_names, row_order),
@@ -378,14 +411,38 @@ def plot_biclusters(
         _label_ticks(axis, sorted_labels, None if names is None else np.asarray(names)[order])
     ax.set_ylabel(f"{row}s, sorted by {row} cluster")
     ax.set_xlabel(f"{column}s, sorted by {column} cluster")
+    if legend and n_biclusters:
+        legend_style = {"fontsize": 8, "frameon": False, "ncols": legend_columns}
+        if new_figure:
+            figure.legend(loc="outside lower center", **legend_style)
+        else:
+            ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.0), bbox_transform=_below_x_axis(ax),
+                      **legend_style)
     if title is None:
         title = f"{_counted(n_rows, row)} x {_counted(n_cols, column)}, " + (
             f"{n_found} bicluster(s)" if n_biclusters == n_found
             else f"{n_found} biclusters, the {n_biclusters} strongest marked")
         if is_binned:
             title += f" (shown as {image.shape[0]} x {image.shape[1]} bins)"
-    (ax if column_strip is None else column_strip).set_title(title)
+    if new_figure:
+        figure.suptitle(title, wrap=True)
+    else:
+        (ax if column_strip is None else column_strip).set_title(title)
     return figure
+
+
+def _below_x_axis(ax):
+    """A transform of ``ax``'s axes coordinates shifted down past its x tick labels and x label (measured now,
+    in points, which the figure's layout does not change), to anchor a legend under them in given axes."""
+    from matplotlib.transforms import offset_copy
+
+    figure = ax.figure
+    renderer = figure.canvas.get_renderer() if hasattr(figure.canvas, "get_renderer") else None
+    if renderer is None:
+        below = 3.0 * _pyplot().rcParams["font.size"]  # about one line of tick labels and one of label
+    else:
+        below = (ax.get_window_extent(renderer).y0 - ax.xaxis.get_tightbbox(renderer).y0) * 72.0 / figure.dpi
+    return offset_copy(ax.transAxes, figure, y=-below - 2.0, units="points")
 
 
 def _heatmap_axes(ax, figsize, n_biclusters):
@@ -477,7 +534,8 @@ def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, b
         ax.plot([], [], color=color, linewidth=6, label=label)
     column_strip.set_ylim(n_biclusters, 0)
     column_strip.tick_params(axis="x", bottom=False, labelbottom=False)
-    column_strip.set_ylabel("bicluster", fontsize=7)
+    # upright: clear of the heatmap's own label below it
+    column_strip.set_ylabel("bicluster", fontsize=7, rotation=0, ha="right", va="center")
     row_strip.set_xlim(0, n_biclusters)
     row_strip.tick_params(axis="y", left=False, labelleft=False)
     for axis in (column_strip.yaxis, row_strip.xaxis):  # the numbers the strips' width holds

@@ -76,6 +76,11 @@ def seed_sequence(random_state):
         f"random_state must be None, an int, a SeedSequence, a RandomState or a Generator, got {random_state!r}")
 
 
+def _draws_a_seed_each_fit(random_state):
+    """Whether ``random_state`` is a RandomState or a Generator: each fit draws another seed from it."""
+    return isinstance(random_state, (np.random.RandomState, np.random.Generator))
+
+
 def resolve_n_jobs(n_jobs):
     """Threads to use: None or -1 mean every core numba sees; -2 all but one, and so on."""
     available = numba.config.NUMBA_NUM_THREADS
@@ -175,7 +180,9 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
     init_clusters : int, default=1
         Clusters of the random initial labelling.
     random_state : None, int, SeedSequence, RandomState or Generator
-        Same value, same result, whatever ``n_jobs``.
+        Same value, same result, whatever ``n_jobs``: an int or a SeedSequence (not consumed) gives every fit
+        the same chain; a RandomState or a Generator gives each fit another seed, drawn from it (scikit-learn's
+        convention), and None a new one.
     n_jobs : int or None, default=None
         Threads of the data pass; None or -1 uses every core, -2 all but one, and so on.
     verbose : bool or int, default=False
@@ -204,7 +211,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         the result without sampling); one written for other data or parameters raises a ValueError, but for a
         larger ``n_iter``: with ``warmup`` as it was, the chain goes on to it, the chain an uninterrupted fit
         of that length draws (so a chain that has not settled can be extended), and the file then holds the
-        longer chain. ``random_state=None`` resumes whatever seed the file was started with. With
+        longer chain. ``random_state=None``, a RandomState or a Generator (each fit draws another seed from
+        it) resumes whatever seed the file was started with. With
         ``store_labels``, the label trace is kept beside it, in ``<checkpoint>.labels`` (``n_iter x n_samples x
         4`` bytes), to which each save appends the iterations since the last; keep or delete the two together.
     checkpoint_every : int, default=10
@@ -372,7 +380,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         checkpointer = None
         if checkpoint is not None:
             seed = None
-            if self.random_state is not None:
+            # a Generator or RandomState gives each fit another seed: as None, it resumes the file's
+            if self.random_state is not None and not _draws_a_seed_each_fit(self.random_state):
                 seed = [seeds.entropy, list(seeds.spawn_key)]
                 # a SeedSequence that has spawned children spawns others (left out when 0, as in the checkpoints
                 # written before it was recorded)
