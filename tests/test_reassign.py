@@ -340,6 +340,7 @@ def test_kernels_that_draw_leave_numbas_global_stream_alone(draw):
         ({"X": [[1, 0.5, 0], [0, 0, 0], [1, 1, 1], [0, 2, 0]]}, "non-integer"),
         ({"X": np.ones((4, 3)) * 2.0**60},
          r"X holds 13,835,058,055,282,163,712 counts in total; at most 2\*\*53 = 9,007,199,254,740,992 are"),
+        ({"X": np.ones((4, 3)) * 1e300}, r"X holds 1.2e\+301 counts in total; at most 2\*\*53"),
     ],
 )
 def test_bad_input_raises_a_named_value_error(change, message):

@@ -86,7 +86,8 @@ def check_token_total(total):
     total = float(total)
     hint = " Counts this large are usually not raw counts (scaled or normalised data?)"
     if total > MAX_EXACT_TOTAL:
-        raise ValueError(f"X holds {total:,.0f} counts in total; at most 2**53 = {MAX_EXACT_TOTAL:,} are "
+        shown = f"{total:,.0f}" if total < 1e24 else f"{total:.4g}"  # not 300 digits for a value of 1e300
+        raise ValueError(f"X holds {shown} counts in total; at most 2**53 = {MAX_EXACT_TOTAL:,} are "
                          f"supported.{hint}")
     memory = _physical_memory()
     if memory is not None and total * BYTES_PER_TOKEN > memory:
