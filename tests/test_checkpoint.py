@@ -390,6 +390,7 @@ def test_a_fit_seeded_by_a_generator_resumes_its_checkpoint(tmp_path, monkeypatc
             model.fit(X)
     entropy = json.loads((tmp_path / "cdp" / "seed.json").read_text())["entropy"]
     model.fit(X)
+    assert repeatable_params(model)["random_state"] == entropy  # what conjoined.anndata.cdp records
     expected = conjoined.CDP(random_state=entropy, **params).fit(X)
     for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(expected, name), getattr(model, name), err_msg=name)

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
+import matplotlib.backends.backend_agg
 import matplotlib.image
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
@@ -247,7 +248,7 @@ def test_biclusters_bad_max_biclusters(bad, case2):
     ("biclusters", {"max_bins": 2.5}, "max_bins must be an integer >= 1"),
     ("biclusters", {"row_names": ["a", "b", "c"]}, "3 row names for the 20 rows of X"),
     ("biclusters", {"column_names": ["a"] * 21}, "21 column names for the 20 columns of X"),
-    ("biclusters", {"cmap": "no such map"}, "cmap must be the name of a matplotlib colormap, got 'no such map'"),
+    ("biclusters", {"cmap": "no such map"}, "cmap must be a matplotlib colormap or its name, got 'no such map'"),
     ("biclusters", {"legend": "yes"}, "legend must be True or False"),
     ("membership", {"max_bins": -1}, "max_bins must be an integer >= 1"),
 ])
@@ -376,7 +377,7 @@ def test_biclusters_refuses_negative_values_and_masks_of_another_shape(case2):
 def test_a_failure_in_given_axes_leaves_them_as_they_were(case2):
     X, model = case2
     figure, ax = plt.subplots()
-    with pytest.raises(ValueError, match="cmap must be the name"):
+    with pytest.raises(ValueError, match="cmap must be a matplotlib colormap or its name"):
         plot_biclusters(X, model, ax=ax, cmap="Grays_typo")
     assert figure.axes == [ax] and ax.child_axes == [] and not ax.images
     # a sequence of one axes is accepted, as by the other plots
@@ -405,16 +406,29 @@ def test_title_and_legend_fit_the_figure(width):
     assert not plot_biclusters(X, _model(*labels, rows, columns), figsize=(width, 6.5), legend=False).legends
 
 
-def test_legend_in_given_axes_sits_below_the_x_label(case2):
+@pytest.mark.parametrize("where", ["figure", "subfigure", "vector canvas"])
+def test_legend_in_given_axes_sits_below_the_x_label(case2, where):
+    """Also in a subfigure (whose width the legend's columns read) and on a canvas without a renderer of its
+    own (PDF), whose text Agg measures; column names make the x tick labels tall."""
+    from matplotlib.backends.backend_pdf import FigureCanvasPdf
+    from matplotlib.figure import Figure
+
     X, model = case2
-    figure, ax = plt.subplots(figsize=(5, 4), layout="constrained")
-    plot_biclusters(X, model, ax=ax)
-    figure.canvas.draw()
-    renderer = figure.canvas.get_renderer()
+    if where == "vector canvas":
+        figure = Figure(figsize=(5, 4), layout="constrained")
+        FigureCanvasPdf(figure)
+        ax = figure.add_subplot()
+    else:
+        figure = plt.figure(figsize=(5, 4), layout="constrained")
+        ax = (figure.subfigures(1, 1) if where == "subfigure" else figure).add_subplot()
+    plot_biclusters(X, model, ax=ax, column_names=[f"column {j}" for j in range(20)], cmap=plt.cm.viridis)
+    renderer = matplotlib.backends.backend_agg.RendererAgg(500, 400, figure.dpi)
+    figure.draw(renderer)
     legend_box = ax.get_legend().get_window_extent(renderer)
     assert legend_box.y1 <= ax.xaxis.label.get_window_extent(renderer).y0
     assert legend_box.y1 <= min(label.get_window_extent(renderer).y0 for label in ax.get_xticklabels()
                                 if label.get_text())
+    assert ax.images[0].get_cmap().name == "viridis"  # a Colormap object, as well as a name
 
 
 @pytest.mark.parametrize("n_rows", [40, 50, 80])

@@ -14,7 +14,7 @@ from conjoined import CDP
 from conjoined.cdp import AllZeroWarning
 from conjoined.background import _counts_over_clusters
 from conjoined.datasets import make_cdp_case, make_marques_like
-from conjoined.predict import cluster_probabilities, side_classifiers
+from conjoined.predict import SideClassifier, cluster_probabilities, side_classifiers
 from conjoined.refine import side_model
 
 
@@ -76,8 +76,10 @@ def test_over_dispersed_items_read_by_profile_come_back_in_their_clusters():
 def test_a_block_that_rests_on_a_stray_row_is_background_to_the_classifier():
     """Table 2's case 2, replicate 44, at its mixtures' partition (tests/test_refine.py): the background rows'
     block on the small block's columns is heavy only through the small block's row 16, and the refinement's EM
-    (as the extraction) models it at the background. So does the classifier, which puts row 16 (44 counts
-    there) and row 12 (43) with the small block, as the EM does; modelled heavy, it held them where they were."""
+    (as the extraction) models it at the background. So does the classifier. The partition is not the EM's fixed
+    point (the EM moves rows 16 and 12 to the small block), so the classifier reads the parameters of its hard
+    labels, which keep them where they are, but row 16 (44 counts there) at the knife edge: probability 0.44 in
+    the small block, against 0.10 with that block modelled heavy."""
     X, _, _ = make_cdp_case(2, random_state=3257916533, shuffle=True)
     rows = np.array([1, 0, 2, 2, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 1, 0, 0, 2, 1])
     columns = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1])
@@ -86,9 +88,39 @@ def test_a_block_that_rests_on_a_stray_row_is_background_to_the_classifier():
     log_rates = row_classifier.log_rates
     assert log_rates[0, 1] == log_rates[0, 0] == log_rates[1, 1] == log_rates[2, 0]  # one background density
     assert log_rates[2, 1] > log_rates[0, 1] and log_rates[1, 0] > log_rates[0, 1]  # the two heavy blocks
-    moved = rows.copy()
-    moved[[12, 16]] = 2
-    np.testing.assert_array_equal(cluster_probabilities(row_classifier, X).argmax(axis=1), moved)
+    probabilities = cluster_probabilities(row_classifier, X)
+    np.testing.assert_array_equal(probabilities.argmax(axis=1), rows)
+    assert probabilities[16, 2] == pytest.approx(0.441, abs=0.001)
+    assert probabilities[12, 2] == pytest.approx(0.309, abs=0.001)
+    # the EM from this partition moves rows 12 and 16: the parameters are the hard labels', not the EM's
+    em = side_model(sp.csr_matrix(X, dtype=np.float64), rows, columns, z_min=None, min_size=None,
+                    likelihood="poisson", axis=0)
+    np.testing.assert_array_equal(em.labels, rows)
+    np.testing.assert_allclose(em.log_weights, np.log([0.45, 0.4, 0.15]))
+
+
+def test_a_classifier_saved_before_is_read_as_it_was_made(tmp_path):
+    """Classifiers pickled with a model, or stored in an AnnData, before the shares were tempered with the
+    likelihood have no ``weights_tempered``: they temper the likelihood alone, as when they were made; save_fit
+    of such a model says to fit it again (it said X was not the fitted matrix)."""
+    from conjoined.fit_folder import save_fit
+
+    log_rates, exposure = np.log([[4.0, 1.0], [1.0, 2.0]]), np.array([5.0, 3.0])
+    log_weights, other = np.log([0.2, 0.8]), np.array([0, 0, 1])
+    items = np.array([[3.0, 1.0, 0.0], [0.0, 1.0, 2.0]])
+    log_likelihood = np.array([[4 * np.log(4) - 5, 4 * np.log(1) - 3], [np.log(4) + 2 * np.log(1) - 5,
+                                                                      np.log(1) + 2 * np.log(2) - 3]])
+    saved_before = SideClassifier(log_rates, exposure, log_weights, 2.0, other)  # five fields, as pickled then
+    np.testing.assert_allclose(cluster_probabilities(saved_before, items),
+                               softmax(log_likelihood / 2 + log_weights, axis=1))
+    np.testing.assert_allclose(cluster_probabilities(saved_before._replace(weights_tempered=True), items),
+                               softmax((log_likelihood + log_weights) / 2, axis=1))
+    X, _, _ = make_cdp_case(3, random_state=0, shuffle=True)
+    model = CDP(random_state=0).fit(X)
+    model.column_classifier_ = model.column_classifier_._replace(weights_tempered=False)
+    with pytest.raises(ValueError, match="fitted by an earlier version of conjoined.*fit it again"):
+        save_fit(model, X, tmp_path / "fit", pictures=False)
+    assert not (tmp_path / "fit").exists()
 
 
 @pytest.mark.parametrize("case, seed", [(2, 1), (4, 0)])

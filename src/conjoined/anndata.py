@@ -207,7 +207,7 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
           each iteration of the last mixture run of each side), and ``params`` (the estimator's parameters,
           those left at None omitted, plus ``layer`` / ``use_raw``). Without ``random_state`` a seed is drawn at
           random (with ``checkpoint``, the folder's) and recorded there, so that the run can be repeated; a
-          Generator or RandomState is recorded by its repr only. ``cell_classifier`` and ``gene_classifier``:
+          Generator or RandomState is recorded by its repr only (with ``checkpoint``, by the folder's seed). ``cell_classifier`` and ``gene_classifier``:
           what :func:`predict_cells` and :func:`predict_genes` need (CDP's ``column_classifier_`` and
           ``row_classifier_`` without the other side's clusters, which are ``var`` / ``obs[f"{key}_cluster"]``,
           and the number of items in each of those clusters).
@@ -347,6 +347,7 @@ def _storable_classifier(classifier):
         "exposure": classifier.exposure,
         "log_weights": classifier.log_weights,
         "dispersion": np.float64(classifier.dispersion),
+        "weights_tempered": np.bool_(classifier.weights_tempered),
     }
 
 
@@ -395,7 +396,8 @@ def _reference_classifier(reference, key, side):
                          f"{str(names[names.duplicated()][0])!r}): new {side.name}s' {side.other}s cannot be "
                          "matched to them by name")
     arrays = (np.asarray(fitted[field], np.float64) for field in ("log_rates", "exposure", "log_weights"))
-    return SideClassifier(*arrays, float(fitted["dispersion"]), other_labels[clustered]), names
+    return SideClassifier(*arrays, float(fitted["dispersion"]), other_labels[clustered],
+                          bool(fitted.get("weights_tempered", False))), names
 
 
 def _over_fitted(matrix, given, fitted, side, where):

@@ -379,12 +379,12 @@ def _checkpointed_seed(folder, random_state):
 
 def repeatable_params(model):
     """The parameters of the fitted CDP ``model`` (``get_params()``), with ``random_state`` the seed that a fit
-    with ``random_state=None`` and a checkpoint folder took from the folder (``seed.json``): given as
-    ``random_state``, it repeats the fit without the folder. A folder begun by a version before int seeds holds
-    a 128-bit one, which HDF5 cannot store: ``random_state`` stays None then."""
+    with ``random_state`` None, a RandomState or a Generator and a checkpoint folder took from the folder
+    (``seed.json``): given as ``random_state``, it repeats the fit without the folder. A folder begun by a version
+    before int seeds holds a 128-bit one, which HDF5 cannot store: ``random_state`` stays as it was then."""
     params = model.get_params()
-    seed = getattr(model, "_checkpoint_seed", None)
-    if params["random_state"] is None and seed is not None and seed < 2**63:
+    seed = getattr(model, "_checkpoint_seed", None)  # set only by such a fit
+    if seed is not None and seed < 2**63:
         params["random_state"] = seed
     return params
 

@@ -411,8 +411,12 @@ def save_fit(model, X, path, *, row_names=None, column_names=None, force=False, 
                          f"{model.column_labels_.size} columns")
     refitted = fitted_classifiers(X, model.block_row_labels_, model.block_column_labels_,
                                   (model.n_row_clusters_, model.n_column_clusters_), model.get_params())
+    saved = (model.row_classifier_, model.column_classifier_)
+    if not all(classifier.weights_tempered for classifier in saved):
+        raise ValueError("the model was fitted by an earlier version of conjoined, whose classifier of new items "
+                         "this one does not write: fit it again")
     if not all(np.allclose(new.log_rates, old.log_rates) and np.allclose(new.exposure, old.exposure)
-               for new, old in zip(refitted, (model.row_classifier_, model.column_classifier_))):
+               for new, old in zip(refitted, saved)):
         raise ValueError("X is not the matrix the model was fitted on: its counts over the fitted clusters differ")
     names = []
     for given, frame, fitted, n, what in (

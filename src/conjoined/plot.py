@@ -307,8 +307,7 @@ def plot_biclusters(
     max_biclusters : int or None, default=10
         Most biclusters marked: the first ones, which for CDP are the strongest (past about ten, outlines hide
         each other). None: all.
-    cmap : str
-        A matplotlib colormap name.
+    cmap : str or matplotlib Colormap
     figsize : (float, float) or None
         Size of a new figure (inches; None: matplotlib's default); it grows taller by the legend's rows past
         five.
@@ -334,10 +333,13 @@ def plot_biclusters(
     row, column = _check_model(model, ("row_labels_", "column_labels_", "rows_", "columns_"), side_names)
     if not isinstance(legend, (bool, np.bool_)):
         raise ValueError(f"legend must be True or False, got {legend!r}")
-    try:
-        _pyplot().colormaps[cmap]
-    except (KeyError, ValueError, TypeError):
-        raise ValueError(f"cmap must be the name of a matplotlib colormap, got {cmap!r}") from None
+    from matplotlib.colors import Colormap
+
+    if not isinstance(cmap, Colormap):
+        try:
+            _pyplot().colormaps[cmap]
+        except (KeyError, ValueError, TypeError):
+            raise ValueError(f"cmap must be a matplotlib colormap or its name, got {cmap!r}") from None
     n_rows, n_cols = X.shape
     row_labels = np.asarray(_topic_labels(model, "row"))
     column_labels = np.asarray(_topic_labels(model, "column"))
@@ -355,6 +357,8 @@ def plot_biclusters(
             raise ValueError(f"{len(names)} {what} names for the {size} {what}s of X")
     bicluster_rows = np.asarray(model.rows_, dtype=bool)
     bicluster_columns = np.asarray(model.columns_, dtype=bool)
+    if bicluster_rows.ndim == bicluster_columns.ndim == 1:  # one bicluster
+        bicluster_rows, bicluster_columns = bicluster_rows[None, :], bicluster_columns[None, :]
     for masks, size, what in ((bicluster_rows, n_rows, "rows_"), (bicluster_columns, n_cols, "columns_")):
         if masks.ndim != 2 or masks.shape[1] != size:
             raise ValueError(f"model.{what} must have shape (n_biclusters, {size}) for X of shape {X.shape}, "
@@ -370,7 +374,7 @@ def plot_biclusters(
         figsize = (figsize[0], figsize[1] + _LEGEND_ROW_INCHES * extra_legend_rows)
     else:
         ax = _new_axes(ax, figsize)[1]  # an Axes, or a sequence of one
-        width = ax.get_position().width * ax.figure.get_figwidth()
+        width = ax.bbox.width / ax.figure.dpi  # inches, in a figure or a subfigure
         legend_columns = 2 if width >= _TWO_LEGEND_COLUMNS_INCHES else 1
     figure, ax, column_strip, row_strip, colorbar_place = _heatmap_axes(ax, figsize, n_biclusters)
 
@@ -434,14 +438,16 @@ def plot_biclusters(
 def _below_x_axis(ax):
     """A transform of ``ax``'s axes coordinates shifted down past its x tick labels and x label (measured now,
     in points, which the figure's layout does not change), to anchor a legend under them in given axes."""
+    from matplotlib.backends.backend_agg import RendererAgg
     from matplotlib.transforms import offset_copy
 
     figure = ax.figure
-    renderer = figure.canvas.get_renderer() if hasattr(figure.canvas, "get_renderer") else None
-    if renderer is None:
-        below = 3.0 * _pyplot().rcParams["font.size"]  # about one line of tick labels and one of label
-    else:
-        below = (ax.get_window_extent(renderer).y0 - ax.xaxis.get_tightbbox(renderer).y0) * 72.0 / figure.dpi
+    canvas = figure.canvas
+    if hasattr(canvas, "get_renderer"):
+        renderer = canvas.get_renderer()
+    else:  # a vector or bare canvas: Agg measures its text alike
+        renderer = RendererAgg(int(canvas.figure.bbox.width), int(canvas.figure.bbox.height), canvas.figure.dpi)
+    below = (ax.get_window_extent(renderer).y0 - ax.xaxis.get_tightbbox(renderer).y0) * 72.0 / figure.dpi
     return offset_copy(ax.transAxes, figure, y=-below - 2.0, units="points")
 
 

@@ -6,20 +6,23 @@ reads it (:func:`conjoined.refine.refine_partition`, step 1), and cluster k's po
 
     p(k | x) ∝ (w_k p(x | k)) ^ (1 / dispersion)
 
-with ``w_k`` the cluster's share of the fitted items and ``log p(x | k)`` under the side's likelihood, both as
-the refinement's soft EM leaves them from the fitted partition (:func:`conjoined.refine.side_model`): the
-shares and rates of the EM's last step, estimated from the fitted items' responsibilities (a borderline item
-counts by its probability), the heavy blocks those the EM models (the extraction's). The fitted items then come
-back in their own clusters wherever the partition is the EM's fixed point, as the refinement leaves it but where
-it undid rounds that drained a cluster of its blocks (on pbmc68k_reduced's genes and cells, read by profile: 90 of
-765 genes and 12 of 700 cells would move, and come back elsewhere). The likelihoods:
+with ``w_k`` the cluster's share of the fitted items and ``log p(x | k)`` under the side's likelihood, both
+those of the model that decided the fitted items' clusters (:func:`conjoined.refine.side_model`), at the heavy
+blocks the refinement's EM models (the extraction's). Where the fitted partition is the EM's fixed point (the
+refinement leaves one, but where it undid rounds that drained a cluster of its blocks), the shares and rates of
+the EM's last step, estimated from the fitted items' responsibilities (a borderline item counts by its
+probability): the fitted items then come back in their own clusters. Elsewhere (``refine=False``, or such an
+undone round: on pbmc68k_reduced's genes and cells, read by profile, the EM would move 90 of 765 genes and 12 of
+700 cells) those of the partition's hard labels, which decided them, and an item the block model puts
+elsewhere comes back elsewhere. The likelihoods:
 
 - ``"poisson"`` (items of one depth): counts over cluster l are Poisson with rate ``rate[k, l] n_l`` (``n_l``
   the other side's cluster sizes), ``rate`` the heavy block's density where block (k, l) is heavy (pooled by
   empirical Bayes across the heavy blocks) and the shared background density elsewhere;
 - ``"multinomial"`` (items of any depth): the counts are multinomial over the L clusters with cluster k's
   profile under the significance rule's model with its background levels (a deep document and a shallow one
-  of one topic read alike).
+  of one topic read alike), from the partition's hard labels (the EM holds the profiles and re-estimates the
+  shares).
 
 ``dispersion`` is the fitted items' over-dispersion within their clusters (Pearson's statistic over its degrees
 of freedom, pooled over both sides, 1 unless it exceeds them by five of its standard deviations), measured when
@@ -30,8 +33,10 @@ tempered by the dispersion, which keeps each item's most probable cluster (the E
 likelihood) and weighs the confidence in it at what the fitted items show a count's evidence is worth. (Tempering
 the likelihood alone, a quasi-likelihood posterior, also flattens it against the weights, and moved fitted items
 to larger clusters than the fit chose: 74 of 765 genes of pbmc68k_reduced's half fit in
-``benchmarks/predict_new_items.py --pbmc``.) Clusters whose blocks are alike (none heavy) cannot be told apart,
-and get probabilities in proportion to their sizes.
+``benchmarks/predict_new_items.py --pbmc``; a classifier saved before, pickled with a model or stored in an
+AnnData, is read as it was made: ``SideClassifier.weights_tempered`` False.) Clusters whose
+blocks are alike (none heavy) cannot be told apart, and get probabilities in proportion to their sizes (to the
+power 1 / dispersion).
 
 Everything the classifier needs is a few (K, L) arrays fitted once, with the model (:func:`side_classifiers`).
 """
@@ -51,7 +56,9 @@ __all__ = ["SideClassifier", "side_classifiers", "cluster_probabilities", "most_
 
 class SideClassifier(NamedTuple):
     """How an item of one side is classified, from its counts ``x`` (L,) over the other side's clusters:
-    ``log p(k | x) = (x @ log_rates[k] - exposure[k] + log_weights[k]) / dispersion + const``.
+    ``log p(k | x) = (x @ log_rates[k] - exposure[k] + log_weights[k]) / dispersion + const`` (``log_weights[k]``
+    outside the brackets where ``weights_tempered`` is False: a classifier saved before the fifty-second
+    development session, read as it was made).
 
     log_rates : ndarray, shape (K, L)
         Poisson: the log density of block (k, l) per cell; multinomial: the log share of cluster k's counts in l.
@@ -62,6 +69,8 @@ class SideClassifier(NamedTuple):
     dispersion : float >= 1
     other_labels : ndarray of int64, shape (n_other,)
         The other side's clusters (-1: set aside), over which a new item's counts are summed.
+    weights_tempered : bool, default=False
+        True for every classifier made now; False (the default) reads one saved before, without the field.
     """
 
     log_rates: np.ndarray
@@ -69,6 +78,7 @@ class SideClassifier(NamedTuple):
     log_weights: np.ndarray
     dispersion: float
     other_labels: np.ndarray
+    weights_tempered: bool = False
 
 
 def side_classifiers(X, row_labels, column_labels, *, z_min, min_size, likelihoods, n_clusters):
@@ -103,7 +113,7 @@ def side_classifiers(X, row_labels, column_labels, *, z_min, min_size, likelihoo
         log_weights = np.full(K, -np.inf)
         log_weights[:fitted] = model.log_weights
         classifiers.append(SideClassifier(log_rates, exposure, log_weights, float(dispersion),
-                                          np.asarray(other_labels, np.int64).copy()))
+                                          np.asarray(other_labels, np.int64).copy(), weights_tempered=True))
     return tuple(classifiers)
 
 
@@ -113,8 +123,11 @@ def cluster_probabilities(classifier, items):
     row of zeros (nothing to classify it by: such items are set aside in a fit too)."""
     n_clusters_other = classifier.log_rates.shape[1]
     aggregated = _counts_over_clusters(items, classifier.other_labels, n_clusters_other)
-    log_joint = (aggregated @ classifier.log_rates.T - classifier.exposure[None, :]
-                 + classifier.log_weights[None, :]) / classifier.dispersion
+    log_likelihood = aggregated @ classifier.log_rates.T - classifier.exposure[None, :]
+    if classifier.weights_tempered:
+        log_joint = (log_likelihood + classifier.log_weights[None, :]) / classifier.dispersion
+    else:
+        log_joint = log_likelihood / classifier.dispersion + classifier.log_weights[None, :]
     probabilities = np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
     probabilities[aggregated.sum(axis=1) == 0] = 0.0
     return probabilities

@@ -45,6 +45,8 @@ REFINE_LIKELIHOODS = ("poisson", "multinomial")
 PROFILE_MERGE_CANDIDATES = 3
 # Most alternations of the refinement's merges and EM rounds.
 MERGE_PASSES = 5
+# Most iterations of one side's soft EM in a round of the refinement.
+EM_ITERATIONS = 50
 # A heavy block carried by at most this share of its cluster's members (those whose counts there favour it) is
 # offered a split: those members as a new cluster. A block that most of its members carry is the cluster's own.
 SPLIT_SHARE = 2 / 3
@@ -110,18 +112,19 @@ def _light_density(sums, cells, heavy):
     return sums[~heavy].sum() / light_cells if light_cells > 0 else 0.0
 
 
-def _membership_em(labels, n_clusters, log_likelihood, n_iter=50, tol=1e-8):
+def _membership_em(labels, n_clusters, log_likelihood, n_iter=EM_ITERATIONS, tol=1e-8):
     """Soft EM of one side's memberships: ``(labels, resp)``, the new hard labels (each item's most probable
     cluster at the last E-step) and the responsibilities (n_labelled, K) that step's parameters were estimated
     from.
 
-    ``labels`` (n,): the starting partition, -1 for items set aside (they stay -1); ``n_clusters``: K, at least
+    ``labels`` (n,): the starting partition, -1 for items set aside (they stay -1; ``n_iter`` 0: the partition's
+    own responsibilities, each item's 1 at its label); ``n_clusters``: K, at least
     ``labels.max() + 1`` (clusters keep their indices; one may end up empty). ``log_likelihood(resp)`` gives
     the labelled items' log-likelihood (n_labelled, K) under each cluster given their responsibilities
     ``resp`` (n_labelled, K) (a model may re-estimate its parameters from them); the mixing weights are the
     clusters' shares of the responsibilities."""
     active = labels >= 0
-    resp = np.eye(n_clusters)[labels[active]]
+    resp = used = np.eye(n_clusters)[labels[active]]
     for _ in range(n_iter):
         used = resp
         with np.errstate(divide="ignore"):
@@ -171,7 +174,7 @@ def block_rates(sums, cells, heavy):
     return np.where(np.isfinite(rate) & (rate > 0), rate, np.finfo(np.float64).tiny)
 
 
-def _block_model_em(aggregated, labels, n_other, heavy):
+def _block_model_em(aggregated, labels, n_other, heavy, n_iter=EM_ITERATIONS):
     """Soft EM of one side's memberships under the block model, the other side fixed: a :class:`SideModel`.
 
     ``aggregated`` (n, L): each item's counts summed over the other side's clusters, which have ``n_other``
@@ -180,7 +183,8 @@ def _block_model_em(aggregated, labels, n_other, heavy):
     ``_pooled_heavy_densities``), the shared background density elsewhere; mixing weights are the clusters'
     shares. Rates and weights are re-estimated from the responsibilities (the borderline items count by their
     probability, which tempers the optimism of rates estimated from hard members only). Items with label -1
-    stay -1; clusters keep their indices (one may end up empty).
+    stay -1; clusters keep their indices (one may end up empty). ``n_iter``: EM iterations (0: the parameters of
+    the partition's hard labels).
     """
     X_a = aggregated[labels >= 0]
 
@@ -192,7 +196,7 @@ def _block_model_em(aggregated, labels, n_other, heavy):
         log_rate, exposure = log_rates_and_exposure(resp)
         return X_a @ log_rate.T - exposure[None, :]
 
-    new_labels, resp = _membership_em(labels, heavy.shape[0], log_likelihood)
+    new_labels, resp = _membership_em(labels, heavy.shape[0], log_likelihood, n_iter)
     return SideModel(new_labels, *log_rates_and_exposure(resp), _log_shares(resp))
 
 
@@ -213,13 +217,13 @@ def _block_profiles(X, rows, columns, z_min, min_size, axis):
     return np.log(np.maximum(shares, np.finfo(np.float64).tiny))
 
 
-def _profile_em(aggregated, labels, log_profiles):
+def _profile_em(aggregated, labels, log_profiles, n_iter=EM_ITERATIONS):
     """Soft EM of one side's memberships when items differ in depth (the multinomial likelihood): item i in
     cluster k has counts ``aggregated[i]`` (over the other side's clusters) multinomial with the cluster's
     profile, ``exp(log_profiles[k])`` (:func:`_block_profiles`, held fixed; the mixing weights are
-    re-estimated). A :class:`SideModel`; -1 stays -1."""
+    re-estimated). A :class:`SideModel`; -1 stays -1. ``n_iter`` as for :func:`_block_model_em`."""
     log_likelihood = aggregated[labels >= 0] @ log_profiles.T
-    new_labels, resp = _membership_em(labels, log_profiles.shape[0], lambda resp: log_likelihood)
+    new_labels, resp = _membership_em(labels, log_profiles.shape[0], lambda resp: log_likelihood, n_iter)
     return SideModel(new_labels, log_profiles, np.zeros(log_profiles.shape[0]), _log_shares(resp))
 
 
@@ -656,18 +660,19 @@ def _heavy_and_modelled(X, rows, columns, z_min, min_size):
     return heavy, modelled, item_counts
 
 
-def _side_em(X, rows, columns, z_min, min_size, likelihood, axis):
+def _side_em(X, rows, columns, z_min, min_size, likelihood, axis, n_iter=EM_ITERATIONS):
     """The soft EM of one side's memberships (rows: ``axis`` 0, columns: 1) given the other side's partition,
     under the blocks the EM models as heavy (:func:`_heavy_and_modelled`), with the side's ``likelihood``:
-    "poisson" (:func:`_block_model_em`) or "multinomial" (:func:`_profile_em`). A :class:`SideModel`, or None
-    when no block is modelled heavy (every cluster alike: nothing to re-assign by)."""
+    "poisson" (:func:`_block_model_em`) or "multinomial" (:func:`_profile_em`), ``n_iter`` EM iterations (0:
+    the parameters of the partition's hard labels). A :class:`SideModel`, or None when no block is modelled
+    heavy (every cluster alike: nothing to re-assign by)."""
     _, heavy, item_counts = _heavy_and_modelled(X, rows, columns, z_min, min_size)
     if not heavy.any():
         return None
     own, other = (rows, columns) if axis == 0 else (columns, rows)
     aggregated = item_counts[axis]  # each item's counts over the other side's clusters
     if likelihood == "multinomial":
-        return _profile_em(aggregated, own, _block_profiles(X, rows, columns, z_min, min_size, axis))
+        return _profile_em(aggregated, own, _block_profiles(X, rows, columns, z_min, min_size, axis), n_iter)
     heavy_side = np.moveaxis(heavy, axis, 0)
     n_other_clusters = heavy_side.shape[1]
     n_other = np.bincount(other[other >= 0], minlength=n_other_clusters).astype(np.float64)
@@ -675,24 +680,29 @@ def _side_em(X, rows, columns, z_min, min_size, likelihood, axis):
     n_own = max(int(own.max()) + 1, heavy_side.shape[0])
     padded = np.zeros((n_own, n_other_clusters), bool)
     padded[: heavy_side.shape[0]] = heavy_side
-    return _block_model_em(aggregated, own, n_other, padded)
+    return _block_model_em(aggregated, own, n_other, padded, n_iter)
 
 
 def side_model(X, rows, columns, *, z_min, min_size, likelihood, axis):
-    """One side's block model at the partition (rows, columns) as the refinement's EM reads it (one EM of the
-    side from that partition, :func:`_side_em`): a :class:`SideModel` whose labels are the partition's own
-    where the partition is a fixed point of the EM (as the refinement leaves it, but where it undid rounds that
-    drained a cluster of its blocks, :func:`_refined`). Without a block modelled heavy,
-    every cluster has the same rates and the weights are the clusters' shares of the items. ``X`` CSR float64
-    counts, ``rows``, ``columns`` int64 labels (-1: set aside) with at least one labelled item on each side;
-    ``z_min``, ``min_size`` as for the significance rule (None: its defaults)."""
-    fitted = _side_em(X, rows, columns, *check_thresholds(z_min, min_size), likelihood, axis)
-    if fitted is not None:
-        return fitted
+    """One side's block model at the partition (rows, columns), the model that decided the side's labels: where
+    the partition is a fixed point of the refinement's EM (one EM of the side from it moves nothing,
+    :func:`_side_em`; the refinement leaves one but where it undid rounds that drained a cluster of its blocks,
+    :func:`_refined`), the EM's parameters, estimated from the items' responsibilities; elsewhere (a partition
+    the EM would move: the mixtures' with ``refine=False``, or such an undone round) the parameters of its hard
+    labels, which decided them. A :class:`SideModel`; its labels are the partition's own. Without a block
+    modelled heavy, every cluster has the same rates and the weights are the clusters' shares of the items.
+    ``X`` CSR float64 counts, ``rows``, ``columns`` int64 labels (-1: set aside) with at least one labelled item
+    on each side; ``z_min``, ``min_size`` as for the significance rule (None: its defaults)."""
+    z_min, min_size = check_thresholds(z_min, min_size)
     own, other = (rows, columns) if axis == 0 else (columns, rows)
-    n_own, n_other = int(own.max()) + 1, int(other.max()) + 1
-    return SideModel(own.copy(), np.zeros((n_own, n_other)), np.zeros(n_own),
-                     _log_shares(np.eye(n_own)[own[own >= 0]]))
+    fitted = _side_em(X, rows, columns, z_min, min_size, likelihood, axis)
+    if fitted is None:
+        n_own, n_other = int(own.max()) + 1, int(other.max()) + 1
+        return SideModel(own.copy(), np.zeros((n_own, n_other)), np.zeros(n_own),
+                         _log_shares(np.eye(n_own)[own[own >= 0]]))
+    if np.array_equal(fitted.labels, own):
+        return fitted
+    return _side_em(X, rows, columns, z_min, min_size, likelihood, axis, n_iter=0)
 
 
 def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
