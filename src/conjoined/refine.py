@@ -686,9 +686,9 @@ def _side_em(X, rows, columns, z_min, min_size, likelihood, axis, n_iter=EM_ITER
 def side_model(X, rows, columns, *, z_min, min_size, likelihood, axis):
     """One side's block model at the partition (rows, columns), the model that decided the side's labels: where
     the partition is a fixed point of the refinement's EM (one EM of the side from it moves nothing,
-    :func:`_side_em`; the refinement leaves one but where it undid rounds that drained a cluster of its blocks,
-    :func:`_refined`), the EM's parameters, estimated from the items' responsibilities; elsewhere (a partition
-    the EM would move: the mixtures' with ``refine=False``, or such an undone round) the parameters of its hard
+    :func:`_side_em`; the refinement leaves one but where its ``n_rounds`` end short of it or it undid rounds
+    that drained a cluster of its blocks, :func:`_refined`), the EM's parameters, estimated from the items' responsibilities; elsewhere (a partition
+    the EM would move: the mixtures' with ``refine=False``, or one of those) the parameters of its hard
     labels, which decided them. A :class:`SideModel`; its labels are the partition's own. Without a block
     modelled heavy, every cluster has the same rates and the weights are the clusters' shares of the items.
     ``X`` CSR float64 counts, ``rows``, ``columns`` int64 labels (-1: set aside) with at least one labelled item
