@@ -146,7 +146,8 @@ def _log_shares(resp):
 
 
 class SideModel(NamedTuple):
-    """One side's block model as its soft EM leaves it, the other side's partition fixed: an item with counts
+    """One side's block model as its soft EM leaves it (0 iterations: at the hard labels), the other side's
+    partition fixed: an item with counts
     ``x`` (L,) over the other side's clusters is in cluster k with log-probability
     ``x @ log_rates[k] - exposure[k] + log_weights[k]`` up to a constant.
 
