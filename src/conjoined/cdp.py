@@ -56,7 +56,13 @@ from .background import DEFAULT_MIN_SIZE, check_thresholds
 from .dpmm import DPMM, Multinomial, PoissonGamma
 from .dpmm.backends import single_threaded_blas
 from .dpmm.diagnostics import ChainNotSettledWarning, ChainTrend, describe
-from .dpmm.estimator import SharedClientMixin, fresh_seed, resolve_n_jobs, seed_sequence
+from .dpmm.estimator import (
+    SharedClientMixin,
+    _draws_a_seed_each_fit,
+    fresh_seed,
+    resolve_n_jobs,
+    seed_sequence,
+)
 from .dpmm.priors import COUNT_GRID, SufficientStats
 from .dpmm.sampler import merge_log_odds
 from .extract import BACKGROUNDS, extract_biclusters, topic_parameters
@@ -736,8 +742,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
 
         # Spawned one at a time, as needed: the same children as spawn(3 + 2 * n_rounds), without making them all.
         if self.checkpoint is not None and (self.random_state is None
-                                            or isinstance(self.random_state, (np.random.RandomState,
-                                                                              np.random.Generator))):
+                                            or _draws_a_seed_each_fit(self.random_state)):
             root_seed = _checkpointed_seed(self.checkpoint, self.random_state)
             self._checkpoint_seed = int(root_seed.entropy)  # what repeatable_params records
         else:

@@ -661,19 +661,21 @@ def _heavy_and_modelled(X, rows, columns, z_min, min_size):
     return heavy, modelled, item_counts
 
 
-def _side_em(X, rows, columns, z_min, min_size, likelihood, axis, n_iter=EM_ITERATIONS):
+def _side_em(X, rows, columns, z_min, min_size, likelihood, axis):
     """The soft EM of one side's memberships (rows: ``axis`` 0, columns: 1) given the other side's partition,
     under the blocks the EM models as heavy (:func:`_heavy_and_modelled`), with the side's ``likelihood``:
-    "poisson" (:func:`_block_model_em`) or "multinomial" (:func:`_profile_em`), ``n_iter`` EM iterations (0:
-    the parameters of the partition's hard labels). A :class:`SideModel`, or None when no block is modelled
-    heavy (every cluster alike: nothing to re-assign by)."""
+    "poisson" (:func:`_block_model_em`) or "multinomial" (:func:`_profile_em`). Returns ``run(n_iter)``, the EM
+    of ``n_iter`` iterations (0: the parameters of the partition's hard labels) as a :class:`SideModel`, the
+    blocks found once for any number of runs; or None when no block is modelled heavy (every cluster alike:
+    nothing to re-assign by)."""
     _, heavy, item_counts = _heavy_and_modelled(X, rows, columns, z_min, min_size)
     if not heavy.any():
         return None
     own, other = (rows, columns) if axis == 0 else (columns, rows)
     aggregated = item_counts[axis]  # each item's counts over the other side's clusters
     if likelihood == "multinomial":
-        return _profile_em(aggregated, own, _block_profiles(X, rows, columns, z_min, min_size, axis), n_iter)
+        log_profiles = _block_profiles(X, rows, columns, z_min, min_size, axis)
+        return lambda n_iter: _profile_em(aggregated, own, log_profiles, n_iter)
     heavy_side = np.moveaxis(heavy, axis, 0)
     n_other_clusters = heavy_side.shape[1]
     n_other = np.bincount(other[other >= 0], minlength=n_other_clusters).astype(np.float64)
@@ -681,29 +683,29 @@ def _side_em(X, rows, columns, z_min, min_size, likelihood, axis, n_iter=EM_ITER
     n_own = max(int(own.max()) + 1, heavy_side.shape[0])
     padded = np.zeros((n_own, n_other_clusters), bool)
     padded[: heavy_side.shape[0]] = heavy_side
-    return _block_model_em(aggregated, own, n_other, padded, n_iter)
+    return lambda n_iter: _block_model_em(aggregated, own, n_other, padded, n_iter)
 
 
 def side_model(X, rows, columns, *, z_min, min_size, likelihood, axis):
     """One side's block model at the partition (rows, columns), the model that decided the side's labels: where
     the partition is a fixed point of the refinement's EM (one EM of the side from it moves nothing,
     :func:`_side_em`; the refinement leaves one but where its ``n_rounds`` end short of it or it undid rounds
-    that drained a cluster of its blocks, :func:`_refined`), the EM's parameters, estimated from the items' responsibilities; elsewhere (a partition
-    the EM would move: the mixtures' with ``refine=False``, or one of those) the parameters of its hard
-    labels, which decided them. A :class:`SideModel`; its labels are the partition's own. Without a block
-    modelled heavy, every cluster has the same rates and the weights are the clusters' shares of the items.
-    ``X`` CSR float64 counts, ``rows``, ``columns`` int64 labels (-1: set aside) with at least one labelled item
-    on each side; ``z_min``, ``min_size`` as for the significance rule (None: its defaults)."""
+    that drained a cluster of its blocks, :func:`_refined`), the EM's parameters, estimated from the items'
+    responsibilities; elsewhere (a partition the EM would move: the mixtures' with ``refine=False``, or one of
+    those) the parameters of its hard labels, which decided them. A :class:`SideModel`; its labels are the
+    partition's own. Without a block modelled heavy, every cluster has the same rates and the weights are the
+    clusters' shares of the items. ``X`` CSR float64 counts, ``rows``, ``columns`` int64 labels (-1: set
+    aside) with at least one labelled item on each side; ``z_min``, ``min_size`` as for the significance rule
+    (None: its defaults)."""
     z_min, min_size = check_thresholds(z_min, min_size)
     own, other = (rows, columns) if axis == 0 else (columns, rows)
-    fitted = _side_em(X, rows, columns, z_min, min_size, likelihood, axis)
-    if fitted is None:
+    run = _side_em(X, rows, columns, z_min, min_size, likelihood, axis)
+    if run is None:
         n_own, n_other = int(own.max()) + 1, int(other.max()) + 1
         return SideModel(own.copy(), np.zeros((n_own, n_other)), np.zeros(n_own),
                          _log_shares(np.eye(n_own)[own[own >= 0]]))
-    if np.array_equal(fitted.labels, own):
-        return fitted
-    return _side_em(X, rows, columns, z_min, min_size, likelihood, axis, n_iter=0)
+    fitted = run(EM_ITERATIONS)
+    return fitted if np.array_equal(fitted.labels, own) else run(0)
 
 
 def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
@@ -713,13 +715,13 @@ def _em_rounds(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     for _ in range(n_rounds):
         before = rows, columns
         for axis, likelihood in enumerate(likelihoods):
-            fitted = _side_em(X, rows, columns, z_min, min_size, likelihood, axis)
-            if fitted is None:
+            run = _side_em(X, rows, columns, z_min, min_size, likelihood, axis)
+            if run is None:
                 break
             if axis == 0:
-                rows = fitted.labels
+                rows = run(EM_ITERATIONS).labels
             else:
-                columns = fitted.labels
+                columns = run(EM_ITERATIONS).labels
         if np.array_equal(before[0], rows) and np.array_equal(before[1], columns):
             break
     return rows, columns
