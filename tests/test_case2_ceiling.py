@@ -40,7 +40,7 @@ def test_replicate_7_turns_on_the_design_shares(ceiling):
     X, rows, columns = ceiling.replicate_data(2, 7)
     X = np.asarray(X)
     design = ceiling.oracle_biclusters(X, rows, columns)
-    learned = ceiling.oracle_biclusters(X, rows, columns, learned_weights=True)
+    learned = ceiling.oracle_biclusters(X, rows, columns, learns="shares")
     assert jaccard_score(design, (rows, columns)) == 1.0
     assert jaccard_score(learned, (rows, columns)) == 0.75
     counts = X[:, columns[0]].sum(axis=1)
@@ -55,9 +55,35 @@ def test_draws_of_another_token_count_and_their_oracle(ceiling):
     X_table, rows_table, columns_table = make_cdp_case(2, random_state=3)
     np.testing.assert_array_equal(X, X_table)
     np.testing.assert_array_equal(rows, rows_table)
+    np.testing.assert_array_equal(columns, columns_table)
     X, rows, columns = ceiling.draw_case(3, n_tokens=5000, shuffle=True)
     assert X.sum() == 5000
     # 144 block cells share half the tokens, the 256 others the rest
     assert ceiling.cell_densities(rows, columns, X.sum()) == pytest.approx((2500 / 144, 2500 / 256))
     found = ceiling.oracle_biclusters(X, rows, columns)
     assert jaccard_score(found, (rows, columns)) >= 0.75
+
+
+def test_oracles_that_learn_the_densities_classify_separated_rows(ceiling):
+    # 2 rows far above the background on columns 0-1, 6 rows at it: both oracles keep every row in its class
+    X = np.array([[40, 40, 5, 5]] * 2 + [[5, 5, 5, 5]] * 6, dtype=float)
+    members = [np.array([True, True, False, False]), None]
+    truth = np.array([0, 0] + [1] * 6)
+    start = np.array([0] + [1] * 7)  # one block row in the background: the EM's densities bring it back
+    np.testing.assert_array_equal(ceiling.learned_density_classes(X, members, start), truth)
+    np.testing.assert_array_equal(ceiling.integrated_classes(X, members, truth, seed=0), truth)
+
+
+def test_replicate_44_turns_on_the_known_densities(ceiling):
+    # Table 2's replicate 44: a background row has 43 counts in the small block's columns. Knowing the densities
+    # (with the design's shares or learned ones) leaves it out; learning the densities as well takes it in, by
+    # EM or with densities and weights integrated out.
+    X, rows, columns = ceiling.replicate_data(2, 44)
+    X = np.asarray(X)
+    found = {learns: ceiling.oracle_biclusters(X, rows, columns, learns) for learns in ceiling.ORACLES}
+    assert [jaccard_score(found[learns], (rows, columns)) for learns in ceiling.ORACLES] == [1.0, 1.0, 0.9, 0.9]
+    extra = found["densities"][0][0] & ~rows[0]
+    np.testing.assert_array_equal(X[extra][:, columns[0]].sum(axis=1), [43])
+    np.testing.assert_array_equal(found["integrated"][0], found["densities"][0])
+    with pytest.raises(ValueError, match="learns must be one of"):
+        ceiling.oracle_biclusters(X, rows, columns, "truth")
