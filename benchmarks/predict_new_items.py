@@ -7,6 +7,9 @@ probabilities right, and do held-out documents cluster as well as fitted ones?
    the background); a new item's probability of a block is that of its clusters. Printed: the new items binned by
    their largest probability, each bin's mean probability and the share of its items whose most probable block is
    the true one (a calibrated classifier has the two equal).
+   With over-dispersed counts (case 2's cell densities, each cell's count negative binomial of size
+   ``NB_SIZE``, both draws): the same, for the classifier's probabilities (tempered by the fitted items'
+   over-dispersion) and for the untempered ones (dispersion 1, as before the fifty-third session).
 2. 20 Newsgroups (``--news PATH``, the 100 words x 16,242 documents of ``20news_w100.mat``): CDP is fitted to a
    random half of the documents and classifies the other half; printed, the NMI of the document clusters against
    the four newsgroup families for the fitted half and for the held-out one, and the time of each step, for the
@@ -17,12 +20,13 @@ probabilities right, and do held-out documents cluster as well as fitted ones?
    cell types for each half, and how many fitted cells and genes given back keep their own cluster.
 
     python benchmarks/predict_new_items.py [--replicates 20] [--news ../shared/data/20news_w100.mat] [--pbmc]
-    # ~1 min; --pbmc about 1 more
+    # ~1.5 min; --pbmc about 1 more
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 import warnings
@@ -32,9 +36,11 @@ import numpy as np
 from sklearn.metrics import normalized_mutual_info_score
 
 from conjoined import CDP
-from conjoined.datasets import load_20news_w100, make_cdp_case
+from conjoined.datasets import CDP_CASES, load_20news_w100, make_cdp_case
+from conjoined.predict import cluster_probabilities
 
 BINS = (0.0, 0.6, 0.8, 0.95, 0.99, 1.0 + 1e-9)
+NB_SIZE = 5.0
 DEFAULT_NEWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "20news_w100.mat"
 
 
@@ -53,26 +59,52 @@ def block_probabilities(probabilities, fitted_labels, fitted_blocks, n_blocks):
     return np.stack([probabilities[:, stands_for == b].sum(axis=1) for b in range(n_blocks)], axis=1)
 
 
-def calibration(case, replicates):
-    largest, right = [], []
-    for seed in range(replicates):
-        X, rows, columns = make_cdp_case(case, random_state=seed)
-        new, _, _ = make_cdp_case(case, random_state=seed + 1000)  # same blocks, fresh counts
-        model = CDP(random_state=seed).fit(X)
-        for truth, fitted, probabilities in (
-                (rows, model.block_row_labels_, model.predict_row_proba(new)),
-                (columns, model.block_column_labels_, model.predict_column_proba(new))):
-            blocks = block_of_each_item(truth)
-            by_block = block_probabilities(probabilities, fitted, blocks, truth.shape[0] + 1)
-            largest.append(by_block.max(axis=1))
-            right.append(by_block.argmax(axis=1) == blocks)
-    largest, right = np.concatenate(largest), np.concatenate(right)
-    print(f"case {case}: {right.mean():.4f} of {right.size} new items in their true block")
-    for low, high in zip(BINS[:-1], BINS[1:]):
+def overdispersed_case(case, seed, size):
+    """``(X, rows, columns)``: the case's blocks with each cell's count negative binomial (size ``size``) around
+    the design's density of its cell (``p N / #block cells`` in a block, ``(1 - p) N / #other cells`` elsewhere)."""
+    _, rows, columns = make_cdp_case(case, random_state=seed)
+    marked = (rows.T.astype(int) @ columns.astype(int)) > 0
+    spec = CDP_CASES[case]
+    means = np.where(marked, spec["p"] * spec["n_tokens"] / marked.sum(),
+                     (1 - spec["p"]) * spec["n_tokens"] / (~marked).sum())
+    rng = np.random.default_rng(seed)
+    return rng.poisson(rng.gamma(size, means / size)).astype(np.float64), rows, columns
+
+
+def _print_bins(largest, right):
+    for low, high in itertools.pairwise(BINS):
         inside = (largest >= low) & (largest < high)
         if inside.any():
             print(f"  largest probability in [{low:.2f}, {min(high, 1.0):.2f}]: {inside.sum():5d} items, "
                   f"mean probability {largest[inside].mean():.3f}, in their true block {right[inside].mean():.3f}")
+
+
+def calibration(case, replicates, size=None):
+    """Section 1 on ``replicates`` draws of ``case``; ``size``: the negative-binomial size of over-dispersed
+    counts (:func:`overdispersed_case`), None for the case's multinomial draws."""
+    found = {"tempered": ([], []), "untempered": ([], [])}  # (largest probability, in the true block)
+    for seed in range(replicates):
+        if size is None:
+            (X, rows, columns), (new, _, _) = (make_cdp_case(case, random_state=s) for s in (seed, seed + 1000))
+        else:  # same blocks, fresh counts
+            (X, rows, columns), (new, _, _) = (overdispersed_case(case, s, size) for s in (seed, seed + 1000))
+        model = CDP(random_state=seed).fit(X)
+        for truth, fitted, classifier, items in (
+                (rows, model.block_row_labels_, model.row_classifier_, new),
+                (columns, model.block_column_labels_, model.column_classifier_, new.T)):
+            blocks = block_of_each_item(truth)
+            for kind, used in (("tempered", classifier), ("untempered", classifier._replace(dispersion=1.0))):
+                by_block = block_probabilities(cluster_probabilities(used, items), fitted, blocks,
+                                               truth.shape[0] + 1)
+                found[kind][0].append(by_block.max(axis=1))
+                found[kind][1].append(by_block.argmax(axis=1) == blocks)
+    largest, right = (np.concatenate(parts) for parts in found["tempered"])
+    drawn = "" if size is None else f", counts negative binomial of size {size:g} around its densities"
+    print(f"case {case}{drawn}: {right.mean():.4f} of {right.size} new items in their true block")
+    _print_bins(largest, right)
+    if size is not None:
+        print("  untempered (dispersion 1):")
+        _print_bins(*(np.concatenate(parts) for parts in found["untempered"]))
 
 
 def newsgroups(path):
@@ -145,6 +177,7 @@ def main(argv=None):
     warnings.simplefilter("ignore")  # the mixtures' warnings are not what is measured here
     for case in (2, 3, 4):
         calibration(case, args.replicates)
+    calibration(2, args.replicates, size=NB_SIZE)
     if str(args.news) not in ("", "."):
         newsgroups(args.news)
     if args.pbmc:

@@ -27,9 +27,11 @@ elsewhere comes back elsewhere. The likelihoods:
   shares).
 
 ``dispersion`` is the fitted items' over-dispersion within their clusters (Pearson's statistic over its degrees
-of freedom, pooled over both sides, 1 unless it exceeds them by five of its standard deviations), measured when
-either side is read by profile and then applied to both; with both sides Poisson it is 1, the likelihood of the
-simulations, and on over-dispersed counts the probabilities are then near 0 or 1. Real counts vary far beyond
+of freedom, pooled over both sides, 1 unless it exceeds them by five of its standard deviations): around their
+clusters' profiles when either side is read by profile (the merges' dispersion), around the Poisson block
+model's expected counts when both sides are Poisson (:func:`_poisson_dispersion`; 1 on Poisson simulations,
+and before the fifty-third development session 1 on any counts, which left over-dispersed items' probabilities
+near 0 or 1). Real counts vary far beyond
 multinomial noise, and their full log-likelihood would make every probability 0 or 1: the log posterior is
 tempered by the dispersion, which keeps each item's most probable cluster (the EM's decision, made at the full
 likelihood) and weighs the confidence in it at what the fitted items show a count's evidence is worth. (Tempering
@@ -50,10 +52,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from .background import _counts_over_clusters, check_thresholds
+from .background import DISPERSION_EVIDENCE, _counts_over_clusters, check_thresholds
 from .refine import _merge_dispersion, side_model
 
-__all__ = ["SideClassifier", "side_classifiers", "cluster_probabilities", "most_probable", "label_probabilities"]
+__all__ = ["SideClassifier", "cluster_probabilities", "label_probabilities", "most_probable", "side_classifiers"]
 
 
 class SideClassifier(NamedTuple):
@@ -101,11 +103,14 @@ def side_classifiers(X, row_labels, column_labels, *, z_min, min_size, likelihoo
     (SideClassifier of rows, SideClassifier of columns)
     """
     z_min, min_size = check_thresholds(z_min, min_size)
-    dispersion = _merge_dispersion(X, row_labels, column_labels, likelihoods)
+    models = [side_model(X, row_labels, column_labels, z_min=z_min, min_size=min_size, likelihood=likelihood,
+                         axis=axis) for axis, likelihood in enumerate(likelihoods)]
+    if "multinomial" in likelihoods:
+        dispersion = _merge_dispersion(X, row_labels, column_labels, likelihoods)
+    else:
+        dispersion = _poisson_dispersion(X, (row_labels, column_labels), models)
     classifiers = []
-    for axis, (other_labels, likelihood) in enumerate(((column_labels, likelihoods[0]), (row_labels, likelihoods[1]))):
-        model = side_model(X, row_labels, column_labels, z_min=z_min, min_size=min_size, likelihood=likelihood,
-                           axis=axis)
+    for axis, (other_labels, model) in enumerate(((column_labels, models[0]), (row_labels, models[1]))):
         # clusters past the largest label have no items and no block row: never chosen
         K, fitted = n_clusters[axis], model.log_rates.shape[0]
         log_rates = np.zeros((K, model.log_rates.shape[1]))
@@ -117,6 +122,33 @@ def side_classifiers(X, row_labels, column_labels, *, z_min, min_size, likelihoo
         classifiers.append(SideClassifier(log_rates, exposure, log_weights, float(dispersion),
                                           np.asarray(other_labels, np.int64).copy(), weights_tempered=True))
     return tuple(classifiers)
+
+
+def _poisson_dispersion(X, labels, models):
+    """The fitted items' variance over their Poisson variance under both sides' Poisson block models: Pearson's
+    statistic of each labelled item's counts over the other side's clusters around its cluster's expected counts,
+    ``sum (x_il - mu_kl)^2 / mu_kl`` with ``mu_kl = rate[k, l] n_l``, over its degrees of freedom
+    ``(n - K) L``, pooled over both sides; 1 unless the statistic exceeds them by ``DISPERSION_EVIDENCE`` of its
+    standard deviations under Poisson counts (``sqrt(sum (2 + 1 / mu))``: sparse counts vary more). Poisson
+    simulations give 1; real counts, far more, and without it a new item's probabilities are 0 or 1 where a
+    tenth of the items are misclassified (docs/results.md, fifty-third session).
+
+    ``labels``: (row labels (n_rows,), column labels (n_cols,)), -1 for items set aside; ``models``: the rows'
+    and the columns' :class:`conjoined.refine.SideModel` (Poisson)."""
+    statistic = degrees = variance = 0.0
+    for side, own, other, model in ((X, labels[0], labels[1], models[0]), (X.T, labels[1], labels[0], models[1])):
+        labelled = own >= 0
+        n_clusters_other = model.log_rates.shape[1]
+        n_other = np.bincount(other[other >= 0], minlength=n_clusters_other).astype(np.float64)
+        present = n_other > 0
+        counts = _counts_over_clusters(side, other, n_clusters_other)[labelled][:, present]
+        expected = (np.exp(model.log_rates) * n_other)[own[labelled]][:, present]
+        statistic += float(((counts - expected) ** 2 / expected).sum())
+        variance += float((2 + 1 / expected).sum())
+        degrees += (int(labelled.sum()) - np.unique(own[labelled]).size) * int(present.sum())
+    if degrees <= 0 or statistic - degrees <= DISPERSION_EVIDENCE * np.sqrt(variance):
+        return 1.0
+    return statistic / degrees
 
 
 def cluster_probabilities(classifier, items):
