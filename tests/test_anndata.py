@@ -274,12 +274,22 @@ def test_non_count_layer_is_a_clear_error(planted):
     adata.X = adata.X.log1p()
     with pytest.raises(ValueError, match=r"adata\.X contains non-integer.*pass layer="):
         cdp(adata, **PARAMS)
+    # only what holds counts is offered: not 'lognorm', not a log-normalised .raw
+    adata.raw = adata.copy()
+    with pytest.raises(ValueError, match=r"layers of counts: 'counts'\)$"):
+        cdp(adata, **PARAMS)
+    adata.raw = anndata.AnnData(adata.layers["counts"].copy(), obs=adata.obs[[]], var=adata.var[[]])
+    del adata.layers["counts"]
+    with pytest.raises(ValueError, match=r"no other layer holds counts\); adata\.raw holds counts \(use_raw=True\)"):
+        cdp(adata, **PARAMS)
+    adata.layers["counts"] = adata.raw.X.copy()
+    adata.raw = None
     negative = adata.layers["counts"].copy()
     negative.data[0] = -1
     adata.layers["negative"] = negative
     with pytest.raises(ValueError, match="negative"):
         cdp(adata, layer="negative", **PARAMS)
-    with pytest.raises(ValueError, match="no layer 'spliced'; layers: 'counts'"):
+    with pytest.raises(ValueError, match="no layer 'spliced'; layers: .*'counts'"):
         cdp(adata, layer="spliced", **PARAMS)
     with pytest.raises(ValueError, match="not both"):
         cdp(adata, layer="counts", use_raw=True, **PARAMS)
@@ -544,6 +554,38 @@ def test_new_genes_beside_a_copy_of_the_fit(halves):
     other.uns["cdp"] = {**other.uns["cdp"], "theta": other.uns["cdp"]["theta"] + 1}
     with pytest.raises(ValueError, match="adata.uns holds 'cdp', results of conjoined.anndata.cdp"):
         predict_genes(other, reference)
+
+
+def test_a_copy_of_the_fit_keeps_its_fitted_genes_results_and_survives_h5ad(halves, tmp_path):
+    """In a copy of the fitted AnnData the fitted genes keep the fit's clusters, probabilities and biclusters,
+    whatever the classifier makes of them (here a bicluster gene whose counts the copy lost), and only the
+    genes beyond the fit are classified; a copy read back from .h5ad (strings and scalars of other types) is
+    still the reference's copy. Before: every gene was classified again, and a fitted gene could be written
+    into another cluster than the one uns's biclusters list it in."""
+    X, reference, _ = halves
+    extra = anndata.AnnData(X=sp.csr_matrix(X[:2, ::2].T.astype(np.float32)), obs=reference.obs[[]].copy(),
+                            var=pd.DataFrame(index=["new0", "new1"]))  # two more genes over the same cells
+    raw = anndata.concat([anndata.AnnData(reference.X, obs=reference.obs[[]], var=reference.var[[]]), extra],
+                         axis=1)
+    reference.raw = raw
+    reference.write_h5ad(tmp_path / "reference.h5ad")
+    bicluster_gene = reference.var_names[np.asarray(reference.varm["cdp_biclusters"])[:, 0]][0]
+    for holder in (reference, anndata.read_h5ad(tmp_path / "reference.h5ad")):
+        all_genes = holder.raw.to_adata()
+        counts = all_genes.X.tolil()
+        counts[:, all_genes.var_names.get_loc(bicluster_gene)] = 0  # nothing to classify it by
+        all_genes.X = counts.tocsr()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AllZeroWarning)  # the emptied gene: no counts to classify it by
+            predict_genes(all_genes, reference)
+        fitted = all_genes[:, reference.var_names]
+        np.testing.assert_array_equal(fitted.var["cdp_cluster"], reference.var["cdp_cluster"])
+        np.testing.assert_array_equal(fitted.var["cdp_probability"], reference.var["cdp_probability"])
+        np.testing.assert_array_equal(fitted.varm["cdp_biclusters"], reference.varm["cdp_biclusters"])
+        assert all_genes.var.loc[["new0", "new1"], "cdp_cluster"].tolist() == [reference.var["cdp_cluster"].iloc[0],
+                                                                                reference.var["cdp_cluster"].iloc[1]]
+        with pytest.raises(ValueError, match="items classified after the fit"):
+            fitted_view(all_genes)
 
 
 def test_renamed_clusters_are_read_by_their_codes_and_named_in_the_new_items(halves):

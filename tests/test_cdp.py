@@ -721,3 +721,13 @@ def test_table_2_case_2_replicate_44_has_no_third_bicluster_over_the_small_block
     assert small.size == 1
     np.testing.assert_array_equal(model.rows_[small[0]], rows[0] | (np.arange(20) == 12))
     assert jaccard_score((model.rows_, model.columns_), (rows, columns)) == pytest.approx(0.9)
+
+
+def test_verbose_reports_the_refinement_with_its_clusters(capsys):
+    """The refinement (EM rounds, merges, splits), most of a fit's time on real data, says where it is: a line
+    with its steps and the clusters they left (into a file: at its end)."""
+    X, _, _ = make_cdp_case(3, random_state=0, shuffle=True)
+    model = ConjoinedDirichletProcess(random_state=0, verbose=True).fit(X)
+    refinement = [line for line in capsys.readouterr().err.splitlines() if line.startswith("refinement: ")]
+    assert len(refinement) == 1
+    assert refinement[0].endswith(f"{model.n_row_clusters_} row x {model.n_column_clusters_} column clusters)")

@@ -68,7 +68,7 @@ from .dpmm.sampler import merge_log_odds
 from .extract import BACKGROUNDS, extract_biclusters, topic_parameters
 from .predict import cluster_probabilities, most_probable, side_classifiers
 from .reassign import TokenCounts, check_token_total, reassign_tokens
-from .refine import refine_partition
+from .refine import _n_clusters, refine_partition
 from .spectral import spectral_partition
 
 LIKELIHOODS = ("poisson", "multinomial")
@@ -793,10 +793,21 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         block_rows, block_cols = row_labels, col_labels
         refine_min_size = _refinement_min_size(self.min_size)
         if self.extraction == "significance" and self.refine:
-            with single_threaded_blas():  # many small products: BLAS threads cost more than they give
-                block_rows, block_cols = refine_partition(
-                    fit_core, row_labels, col_labels, z_min=self.z_min, min_size=refine_min_size,
-                    row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood)
+            bar = progress_bar(None, "refinement", self.verbose)
+
+            def report(step, rows, columns):
+                bar.set_postfix_str(f"{step}: {_n_clusters(rows)} {side_names[0]} x "
+                                    f"{_n_clusters(columns)} {side_names[1]} clusters")
+                bar.update()
+
+            try:
+                with single_threaded_blas():  # many small products: BLAS threads cost more than they give
+                    block_rows, block_cols = refine_partition(
+                        fit_core, row_labels, col_labels, z_min=self.z_min, min_size=refine_min_size,
+                        row_likelihood=self.row_likelihood, column_likelihood=self.column_likelihood,
+                        callback=report)
+            finally:
+                bar.close()
             # The refinement merges clusters and may empty others: the topics are the clusters it kept.
             (block_rows, K_r), (block_cols, K_c) = _renumbered(block_rows), _renumbered(block_cols)
         # the authors' reassignment is one pass from the labels; the Gibbs sampler's counts are posterior means

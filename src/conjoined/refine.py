@@ -768,15 +768,19 @@ def _drained(heavy, new_heavy, new_labels, min_size):
     return False
 
 
-def _settled(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
+def _settled(X, rows, columns, z_min, min_size, n_rounds, likelihoods, callback):
     """Steps 1 to 3 of :func:`refine_partition` from (rows, columns): the EM rounds, then merges and the EM
-    rounds again until nothing merges (at most ``MERGE_PASSES`` times). Returns new label arrays."""
+    rounds again until nothing merges (at most ``MERGE_PASSES`` times), ``callback`` told after each. Returns new
+    label arrays."""
     rows, columns = _refined(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
+    callback("EM rounds", rows, columns)
     for _ in range(MERGE_PASSES):
         merged = _merge_clusters(X, rows, columns, z_min, min_size, likelihoods)
         if merged is None:
             break
+        callback("merges", *merged)
         rows, columns = _refined(X, *merged, z_min, min_size, n_rounds, likelihoods)
+        callback("EM rounds", rows, columns)
     return rows, columns
 
 
@@ -896,20 +900,24 @@ def _n_clusters(labels):
     return np.unique(labels[labels >= 0]).size
 
 
+def _unreported(step, rows, columns):
+    """The callback of a step nobody is told of (a split tried)."""
+
+
 def _first_split(X, rows, columns, z_min, min_size, n_rounds, likelihoods):
     """The first split seed (:func:`_split_seeds`) that :func:`_settled` from it keeps: the settled partition,
     if it has more clusters than (rows, columns), else the next seed's; None if none does."""
     n_clusters = _n_clusters(rows) + _n_clusters(columns)
     for axis, seeded in _split_seeds(X, rows, columns, z_min, min_size, likelihoods):
         start = (seeded, columns) if axis == 0 else (rows, seeded)
-        settled = _settled(X, *start, z_min, min_size, n_rounds, likelihoods)
+        settled = _settled(X, *start, z_min, min_size, n_rounds, likelihoods, _unreported)
         if _n_clusters(settled[0]) + _n_clusters(settled[1]) > n_clusters:
             return settled
     return None
 
 
 def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None, n_rounds=10,
-                     row_likelihood="poisson", column_likelihood="poisson"):
+                     row_likelihood="poisson", column_likelihood="poisson", callback=None):
     """Refine a row and a column partition under the block model behind the significance rule.
 
     The model: every cell of a heavy block (k, l) (as the significance rule finds them) has Poisson counts at
@@ -987,6 +995,9 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
         Rounds of step 1 (0: no EM; the merges and splits still apply).
     row_likelihood, column_likelihood : {"poisson", "multinomial"}, default="poisson"
         How each side is read (above): the likelihood of the side's DP mixture.
+    callback : callable, optional
+        ``callback(step, row_labels, column_labels)`` after each step (``"EM rounds"``, ``"merges"``, ``"split"``)
+        with the labels it left: a progress report.
 
     Returns
     -------
@@ -1002,10 +1013,12 @@ def refine_partition(X, row_labels, column_labels, *, z_min=None, min_size=None,
     for name, likelihood in zip(("row_likelihood", "column_likelihood"), likelihoods):
         if likelihood not in REFINE_LIKELIHOODS:
             raise ValueError(f"{name} must be one of {REFINE_LIKELIHOODS}, got {likelihood!r}")
-    rows, columns = _settled(X, row_labels, column_labels, z_min, min_size, n_rounds, likelihoods)
+    callback = _unreported if callback is None else callback
+    rows, columns = _settled(X, row_labels, column_labels, z_min, min_size, n_rounds, likelihoods, callback)
     for _ in range(SPLIT_PASSES):
         split = _first_split(X, rows, columns, z_min, min_size, n_rounds, likelihoods)
         if split is None:
             break
         rows, columns = split
+        callback("split", rows, columns)
     return rows, columns
