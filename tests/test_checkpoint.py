@@ -325,12 +325,46 @@ def test_cdp_resumes_from_its_checkpoint_directory(tmp_path, monkeypatch):
         with pytest.raises(Interrupted):
             conjoined.CDP(checkpoint=directory, **params).fit(X)
     runs = ["dpmm-1-row.npz", "dpmm-2-column.npz", "dpmm-3-row.npz"]
-    assert sorted(os.listdir(directory)) == sorted(runs + [run + ".labels" for run in runs])
+    assert sorted(os.listdir(directory)) == sorted(runs + [run + ".labels" for run in runs] + ["seed.json"])
     resumed = conjoined.CDP(checkpoint=directory, **params).fit(X)
     for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
     assert_same_fit(expected.row_dpmm_, resumed.row_dpmm_)
     assert_same_fit(expected.column_dpmm_, resumed.column_dpmm_)
+
+
+def test_a_folder_begun_with_a_seed_resumes_without_it_and_names_it_to_another(tmp_path, monkeypatch):
+    """A folder begun with random_state=0 records it: a fit without a seed resumes it (the command without
+    --seed), one with another seed is told which began it; a folder an earlier version began with a seed, which
+    it did not record, is refused to a fit without one before anything in it changes. Before: a fit without a
+    seed drew another, failed on the spectral start's hash, and wrote its seed into the folder, which then
+    refused every fit without --seed."""
+    from conjoined.datasets import make_cdp_case
+
+    X, _, _ = make_cdp_case(3, random_state=0)
+    params = {"n_iter": 20, "n_reassign": 5}
+    directory = tmp_path / "cdp"
+    with monkeypatch.context() as patch:
+        interrupt_during_iteration(patch, 2 * 20 + 13)
+        with pytest.raises(Interrupted):
+            conjoined.CDP(checkpoint=directory, random_state=0, **params).fit(X)
+    assert json.loads((directory / "seed.json").read_text()) == {"entropy": 0}
+    files = {path.name: path.read_bytes() for path in directory.iterdir()}
+    with pytest.raises(ValueError, match=r"was begun with random_state=0, not 1: give random_state=0 \(--seed 0"):
+        conjoined.CDP(checkpoint=directory, random_state=1, **params).fit(X)
+    assert {path.name: path.read_bytes() for path in directory.iterdir()} == files
+    resumed = conjoined.CDP(checkpoint=directory, **params).fit(X)
+    expected = conjoined.CDP(random_state=0, **params).fit(X)
+    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+        np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
+    assert repeatable_params(resumed)["random_state"] == 0
+    (directory / "seed.json").unlink()  # as an earlier version left it
+    files = {path.name: path.read_bytes() for path in directory.iterdir()}
+    with pytest.raises(ValueError, match="begun by a fit with a seed that the folder does not record"):
+        conjoined.CDP(checkpoint=directory, **params).fit(X)
+    assert {path.name: path.read_bytes() for path in directory.iterdir()} == files
+    again = conjoined.CDP(checkpoint=directory, random_state=0, **params).fit(X)  # the seed given: resumed
+    np.testing.assert_array_equal(again.rows_, expected.rows_)
 
 
 def test_a_cdp_checkpoint_folder_is_not_run_on_to_more_iterations(tmp_path):

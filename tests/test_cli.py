@@ -437,6 +437,14 @@ def test_predict_refuses_what_it_cannot_match_and_keeps_files(reference, planted
     assert _run([*argv, "--side", "columns"], capsys)[0] == 0
     status, _, err = _run(argv, capsys)
     assert status == 2 and "p.csv already exists; choose another name or use --force" in err
+    status, _, err = _run(["predict", reference, tmp_path / "in.csv", "-o", tmp_path, "--force"], capsys)
+    assert status == 2 and f"{tmp_path} is a directory: give the file to write" in err  # not "use --force"
+    pd.DataFrame(X[:, :2].T, index=["a", "b"], columns=genes).to_csv(tmp_path / "across.csv")
+    status, _, err = _run(["predict", reference, tmp_path / "across.csv", "-o", tmp_path / "a.csv"], capsys)
+    assert status == 2 and "its columns hold the fitted rows: the file is laid out the other way, add --transpose" \
+        in err
+    assert _run(["predict", reference, tmp_path / "across.csv", "-o", tmp_path / "a.csv", "--transpose"],
+                capsys)[0] == 0
     pd.DataFrame(X[1:, :2], index=genes[1:], columns=["a", "b"]).to_csv(tmp_path / "short.csv")
     status, _, err = _run(["predict", reference, tmp_path / "short.csv", "-o", tmp_path / "s.csv", "--side",
                            "columns"], capsys)
@@ -850,6 +858,24 @@ def test_simulate_fit_score_round_trip(tmp_path, capsys):
     assert same == out
     status, out, _ = _run(["score", tmp_path / "case1.truth.json", tmp_path / "case1.truth.json"], capsys)
     assert "Jaccard score: 1.0000" in out
+
+
+def test_score_matches_named_items_by_name_and_unnamed_ones_by_position(tmp_path, capsys):
+    """A fit of the simulated matrix with its rows in another order finds the true biclusters, named as the truth
+    names them: scored by name, 1.0 (it was 0.1 by position). A fit of the matrix without names lists its items by
+    position, and is scored so."""
+    assert _run(["simulate", "3", "-o", tmp_path / "case3.csv", "--seed", "7"], capsys)[0] == 0
+    frame = pd.read_csv(tmp_path / "case3.csv", index_col=0)
+    frame.sample(frac=1, random_state=1).to_csv(tmp_path / "reordered.csv")
+    sp.save_npz(tmp_path / "unnamed.npz", sp.csr_matrix(frame.to_numpy()))
+    truth = tmp_path / "case3.truth.json"
+    for name, expected in (("reordered.csv", "rows by name and columns by name"),
+                           ("unnamed.npz", "rows by position and columns by position")):
+        status, _, err = _run(["fit", tmp_path / name, "-o", tmp_path / name.split(".")[0], "--seed", "0",
+                               "--no-plots"], capsys)
+        assert status == 0, err
+        status, out, _ = _run(["score", tmp_path / name.split(".")[0], truth], capsys)
+        assert status == 0 and out.strip() == f"Jaccard score: 1.0000 (4 found, 4 true bicluster(s); {expected})"
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".mtx"])

@@ -465,7 +465,8 @@ def test_table_names_are_read_as_written(tmp_path):
     values = np.arange(8).reshape(4, 2)
     rows, columns = ["001", "NA", "TRUE", "1.50"], ["", "x"]
     write_table_csv(tmp_path / "t.csv", values, rows, columns)
-    result = read_matrix(tmp_path / "t.csv")
+    with pytest.warns(UserWarning, match=r"column 2 of the header has no name: it is named '' in the results"):
+        result = read_matrix(tmp_path / "t.csv")  # kept, and said: pandas would read it back as missing
     np.testing.assert_array_equal(result.X, values)
     assert result.row_names.tolist() == rows and result.column_names.tolist() == columns
     write_table_csv(tmp_path / "d.csv", values, ["a", "a", "b", "a"], ["x", "x"])
@@ -477,6 +478,29 @@ def test_table_names_are_read_as_written(tmp_path):
         f"{tmp_path / 'd.csv'}, column names: 1 repeated name(s) made unique by a suffix -1, -2, ... in the "
         "results (the second 'x' is 'x-1')"]
     assert result.row_names.tolist() == ["a", "a-1", "b", "a-2"] and result.column_names.tolist() == ["x", "x-1"]
+
+
+def test_tables_are_written_with_unix_line_ends(tmp_path):
+    # csv's default \r\n left a \r on every last field for cut, awk and grep
+    write_table_csv(tmp_path / "t.csv", np.array([[1, 2], [3, 4]]), ["a", "b"], ["x", "y"])
+    assert (tmp_path / "t.csv").read_bytes() == b",x,y\na,1,2\nb,3,4\n"
+
+
+def test_a_header_one_name_short_after_an_empty_first_field_is_refused_not_shifted(tmp_path):
+    """An empty first field names the row names' column; a header that has it and still lacks a field is missing
+    a column's name, and the names read from it would all move by one. Empty row names are kept and said."""
+    (tmp_path / "short.csv").write_text(",a,b\nr1,1,2,3\nr2,4,5,6\n")
+    with pytest.raises(ValueError, match=r"short\.csv: the header has 3 fields, the first of them empty .* and the "
+                                         r"lines below it 4: a column's name is missing"):
+        read_matrix(tmp_path / "short.csv")
+    (tmp_path / "r.csv").write_text("a,b,c\nr1,1,2,3\nr2,4,5,6\n")  # R's write.table: no empty first field
+    assert read_matrix(tmp_path / "r.csv").column_names.tolist() == ["a", "b", "c"]
+    (tmp_path / "trailing.csv").write_text(",a,b,c\nr1,1,2,3,\nr2,4,5,6,\n")
+    with pytest.raises(ValueError, match="end with a separator the header does not"):
+        read_matrix(tmp_path / "trailing.csv")
+    (tmp_path / "row.csv").write_text(",a,b\n,1,2\nr2,4,5\n")
+    with pytest.warns(UserWarning, match=r"row\.csv: line 2 holds no row name: it is named ''"):
+        assert read_matrix(tmp_path / "row.csv").row_names.tolist() == ["", "r2"]
 
 
 def test_a_first_line_of_numbers_only_is_refused_not_guessed(tmp_path, counts):
@@ -614,12 +638,22 @@ def test_mat_names_come_from_the_string_vectors_that_fit(tmp_path, counts):
 
     # two string vectors fit the rows: no guess; the columns' one still names them
     scipy.io.savemat(tmp_path / "two.mat", {**contents, "aliases": np.array(list(genes), dtype=object)})
-    result = read_matrix(tmp_path / "two.mat")
+    with pytest.warns(UserWarning, match=r"two\.mat: list\(s\) of names '(genes|aliases)' \(5\), '(genes|aliases)' "
+                                         r"\(5\) left unused"):
+        result = read_matrix(tmp_path / "two.mat")
     assert result.row_names is None and result.column_names.tolist() == cells
 
     # a square matrix: rows and columns cannot be told apart
     scipy.io.savemat(tmp_path / "square.mat", {"counts": X[:4], "genes": np.array(list(genes[:4]), dtype=object)})
-    result = read_matrix(tmp_path / "square.mat")
+    with pytest.warns(UserWarning, match="the matrix is square: which side they name cannot be told"):
+        result = read_matrix(tmp_path / "square.mat")
+    assert result.row_names is None and result.column_names is None
+
+    # a list of neither length (a word dropped): said, not silently left out
+    scipy.io.savemat(tmp_path / "short.mat", {"counts": X, "genes": np.array(list(genes[:3]), dtype=object)})
+    with pytest.warns(UserWarning, match=r"short\.mat: list\(s\) of names 'genes' \(3\) left unused \(the matrix has 5 "
+                                         r"rows and 4 columns"):
+        result = read_matrix(tmp_path / "short.mat")
     assert result.row_names is None and result.column_names is None
 
 

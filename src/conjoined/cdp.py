@@ -351,17 +351,31 @@ def _merged_by_posterior(dpmm, X, labels):
 
 
 def _checkpointed_seed(folder, random_state):
-    """The root seed of a fit with a checkpoint folder and ``random_state`` None, a RandomState or a Generator
-    (each fit draws another seed from those): the one recorded in the folder's ``seed.json`` by the fit that began
-    it, else a new one (:func:`fresh_seed`, or drawn from ``random_state``), recorded there (an int seed:
-    ``random_state`` set to it repeats the fit without the folder). Written whole to a temporary file and
-    linked into place only if no ``seed.json`` exists: of two fits beginning the folder at once, both take the
-    first's."""
+    """The root seed of a fit with the checkpoint folder ``folder``, which records the seed of the fit that began
+    it in ``seed.json``.
+
+    ``random_state`` None, a RandomState or a Generator (each fit draws another seed from those): the recorded
+    seed, else a new one (:func:`fresh_seed`, or drawn from ``random_state``), recorded (an int seed:
+    ``random_state`` set to it repeats the fit without the folder). An int (a SeedSequence without spawn key):
+    that seed, recorded by the fit that begins the folder, so that a fit without a seed resumes it too; a fit
+    with another seed is refused, naming the one that began it. A folder that holds checkpoints but no
+    ``seed.json`` was begun with a seed by an earlier version, which did not record it: a fit without a seed is
+    refused (it could not resume it), before it changes the folder. ``seed.json`` is written whole to a
+    temporary file and linked into place only if none exists: of two fits beginning the folder at once, both
+    take the first's."""
     path = os.path.join(folder, "seed.json")
+    given = None if random_state is None or _draws_a_seed_each_fit(random_state) else seed_sequence(random_state)
+    if given is not None and (given.spawn_key or given.n_children_spawned):
+        return given  # a child seed: its entropy alone would not repeat it
     if not os.path.exists(path):
+        begun = os.path.isdir(folder) and any(name.startswith("dpmm-") for name in os.listdir(folder))
+        if begun and given is None:
+            raise ValueError(f"checkpoint {folder} was begun by a fit with a seed that the folder does not record: "
+                             "give that fit's random_state to resume it (--seed in the command), or another folder")
         os.makedirs(folder, exist_ok=True)
         temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.partial"
-        entropy = fresh_seed() if random_state is None else int(seed_sequence(random_state).entropy)
+        entropy = (int(given.entropy) if given is not None else fresh_seed() if random_state is None
+                   else int(seed_sequence(random_state).entropy))
         try:
             with open(temporary, "w") as file:
                 json.dump({"entropy": entropy}, file)
@@ -380,6 +394,9 @@ def _checkpointed_seed(folder, random_state):
     if not isinstance(entropy, int) or isinstance(entropy, bool) or entropy < 0:
         raise ValueError(f"checkpoint {path} is damaged (entropy {entropy!r} is not a non-negative integer); "
                          "delete it, or the whole folder, to start afresh")
+    if given is not None and given.entropy != entropy:
+        raise ValueError(f"checkpoint {folder} was begun with random_state={entropy}, not {given.entropy}: give "
+                         f"random_state={entropy} (--seed {entropy} in the command) to resume it, or another folder")
     return np.random.SeedSequence(entropy)
 
 
@@ -485,12 +502,12 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     checkpoint : str, path or None, default=None
         Directory where every DPMM run keeps its checkpoint (``dpmm-<run>-<side>.npz`` and its label trace,
         ``dpmm-<run>-<side>.npz.labels``, see ``DPMM``): a fit started again with the same data and parameters
-        resumes where it stopped. With ``random_state`` None, a RandomState or a Generator (from which each fit
-        draws another seed) the seed drawn by the fit that began the folder is recorded there (``seed.json``)
-        and taken again, so that the fit started again resumes (as a ``DPMM`` with None resumes from its
-        checkpoint's seed); that seed,
-        given as ``random_state``, repeats the fit without the folder (``conjoined fit`` and
-        ``conjoined.anndata.cdp`` record it as such).
+        resumes where it stopped. The seed of the fit that began the folder is recorded there (``seed.json``):
+        with ``random_state`` None, a RandomState or a Generator (from which each fit draws another seed) the
+        one it drew, taken again, so that the fit started again resumes (as a ``DPMM`` with None resumes from
+        its checkpoint's seed); that seed, given as ``random_state``, repeats the fit without the folder
+        (``conjoined fit`` and ``conjoined.anndata.cdp`` record it as such). A folder begun with an int seed
+        resumes without one too, and a fit with another seed is refused, naming it.
     holdout : float in (0, 1) or None, default=None
         Share of the counts held out to test the biclusters: each count is split binomially, the partitions
         (mixtures, rounds, refinement) are fitted on the rest and the significance rule tests their blocks on the
@@ -741,13 +758,13 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         core = X[row_index][:, col_index]
 
         # Spawned one at a time, as needed: the same children as spawn(3 + 2 * n_rounds), without making them all.
-        if self.checkpoint is not None and (self.random_state is None
-                                            or _draws_a_seed_each_fit(self.random_state)):
+        self._checkpoint_seed = None
+        if self.checkpoint is not None:
             root_seed = _checkpointed_seed(self.checkpoint, self.random_state)
-            self._checkpoint_seed = int(root_seed.entropy)  # what repeatable_params records
+            if self.random_state is None or _draws_a_seed_each_fit(self.random_state):
+                self._checkpoint_seed = int(root_seed.entropy)  # what repeatable_params records
         else:
             root_seed = seed_sequence(self.random_state)
-            self._checkpoint_seed = None
         reassign_seed, row_seed, column_seed = root_seed.spawn(3)
         # The partitions are fitted on fit_core, the biclusters tested on test_core: the same counts without a
         # holdout; with one, each count split binomially, items with nothing left to fit on set aside.

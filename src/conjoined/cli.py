@@ -203,8 +203,8 @@ def _estimator_options(parser):
         "--checkpoint",
         "checkpoint",
         "folder where the DP mixtures keep their checkpoints: the same command started again after an "
-        "interruption resumes there (without --seed, the seed drawn by the first run is kept in the folder and "
-        "recorded in params.json)",
+        "interruption resumes there (the folder keeps its first run's seed, drawn or given: started again without "
+        "--seed it resumes with it; params.json records it)",
         "none",
         metavar="DIR",
     )
@@ -709,8 +709,9 @@ def _checked_indices(values, size, where):
 
 
 def _bicluster_sets(content):
-    """``(shape, rows, columns)`` of a parsed biclusters/truth file: the matrix shape and, per bicluster, its row
-    and its column indices; ValueError naming the first problem."""
+    """``(shape, rows, columns, (row names, column names))`` of a parsed biclusters/truth file: the matrix shape
+    and, per bicluster, its row and its column indices, and their names where every bicluster lists them (else
+    None for that side); ValueError naming the first problem."""
     if not isinstance(content, dict) or "shape" not in content or "biclusters" not in content:
         raise ValueError("not a biclusters/truth file (needs 'shape' and 'biclusters')")
     shape = content["shape"]
@@ -719,17 +720,24 @@ def _bicluster_sets(content):
     biclusters = content["biclusters"]
     if not isinstance(biclusters, list) or not all(isinstance(b, dict) for b in biclusters):
         raise ValueError("'biclusters' must be a list of objects")
-    rows, columns = [], []
+    rows, columns, row_names, column_names = [], [], [], []
     for b, bicluster in enumerate(biclusters):
-        for key, size, sets in (("row_indices", shape[0], rows), ("column_indices", shape[1], columns)):
+        for key, size, sets, names, name_key in (("row_indices", shape[0], rows, row_names, "rows"),
+                                                 ("column_indices", shape[1], columns, column_names, "columns")):
             if key not in bicluster:
                 raise ValueError(f"bicluster {b} has no {key!r}")
             sets.append(_checked_indices(bicluster[key], size, f"bicluster {b}: {key!r}"))
-    return tuple(shape), rows, columns
+            given = bicluster.get(name_key)
+            named = (isinstance(given, list) and len(given) == len(sets[-1])
+                     and all(isinstance(name, str) for name in given))
+            names.append(given if named else None)
+    names = tuple(None if any(n is None for n in side) else side for side in (row_names, column_names))
+    return tuple(shape), rows, columns, names
 
 
 def _read_bicluster_json(path, what):
-    """``(shape, rows, columns, path)`` (see _bicluster_sets) of a biclusters.json (or its OUTDIR) or truth."""
+    """``(shape, rows, columns, names, path)`` (see _bicluster_sets) of a biclusters.json (or its OUTDIR) or
+    truth."""
     path = Path(path)
     if path.is_dir():
         path = path / "biclusters.json"
@@ -746,33 +754,43 @@ def _read_bicluster_json(path, what):
         raise UserError(f"{path}: {exc}") from None
 
 
-def _membership_masks(*index_sets):
-    """Bool masks, one (n_biclusters, n_used) array per list of index arrays, over the n_used indices any set
-    holds: Jaccard indices only count members, and the masks stay as small as the files whatever the matrix
-    shape."""
-    used = np.unique(np.concatenate([np.zeros(0, np.int64)] + [i for sets in index_sets for i in sets]))
+def _membership_masks(*item_sets):
+    """Bool masks, one (n_biclusters, n_used) array per list of item arrays (indices, or names), over the n_used
+    items any set holds: Jaccard indices only count members, and the masks stay as small as the files whatever
+    the matrix shape."""
+    used = np.unique(np.concatenate([np.asarray(items) for sets in item_sets for items in sets] or [[]]))
     masks = []
-    for sets in index_sets:
+    for sets in item_sets:
         mask = np.zeros((len(sets), used.size), dtype=bool)
-        for b, indices in enumerate(sets):
-            mask[b, np.searchsorted(used, indices)] = True
+        for b, items in enumerate(sets):
+            mask[b, np.searchsorted(used, np.asarray(items))] = True
         masks.append(mask)
     return masks
 
 
 def _run_score(args, argv):
-    found_shape, found_rows, found_columns, found_path = _read_bicluster_json(
+    found_shape, found_rows, found_columns, found_names, found_path = _read_bicluster_json(
         args.found, "the found biclusters"
     )
-    truth_shape, truth_rows, truth_columns, truth_path = _read_bicluster_json(args.truth, "the truth")
+    truth_shape, truth_rows, truth_columns, truth_names, truth_path = _read_bicluster_json(args.truth, "the truth")
     if found_shape != truth_shape:
         raise UserError(
             f"{found_path} is for a {found_shape} matrix but {truth_path} for a {truth_shape} one"
         )
-    found_row_masks, truth_row_masks = _membership_masks(found_rows, truth_rows)
-    found_column_masks, truth_column_masks = _membership_masks(found_columns, truth_columns)
-    score = jaccard_score((found_row_masks, found_column_masks), (truth_row_masks, truth_column_masks))
-    print(f"Jaccard score: {score:.4f} ({len(found_rows)} found, {len(truth_rows)} true bicluster(s))")
+    masks, matched = [], []
+    for side, found, truth, found_named, truth_named in (("rows", found_rows, truth_rows, *(n[0] for n in (
+            found_names, truth_names))), ("columns", found_columns, truth_columns, *(n[1] for n in (found_names,
+                                                                                                  truth_names)))):
+        # Items are matched by name where both files name them and share names (a fit of the same matrix with its
+        # rows or columns in another order, as the simulation's truth names them); by position otherwise (a
+        # matrix without names, whose fit names its items by position).
+        by_name = (found_named is not None and truth_named is not None
+                   and bool({n for names in found_named for n in names} & {n for names in truth_named for n in names}))
+        masks.append(_membership_masks(found_named, truth_named) if by_name else _membership_masks(found, truth))
+        matched.append(f"{side} by {'name' if by_name else 'position'}")
+    score = jaccard_score((masks[0][0], masks[1][0]), (masks[0][1], masks[1][1]))
+    print(f"Jaccard score: {score:.4f} ({len(found_rows)} found, {len(truth_rows)} true bicluster(s); "
+          f"{' and '.join(matched)})")
     return 0
 
 
@@ -810,10 +828,23 @@ def _new_items_side(args, X, row_names, column_names, model):
         f"columns ({X.shape[1]}) the fitted columns ({len(model.column_names)}), by name or, without names, by "
         "number" + (f" (its {'; its '.join(unknown)})" if unknown else "") + ": new columns need counts over the "
         "fitted rows, new rows over the fitted columns"
-        + ("" if args.transpose else " (--transpose reads the file's transpose)")
+        + _transpose_hint(args, row_names, column_names, model)
         + (f"; the fit's {' and '.join(unnamed)} have no names but their numbers 0, 1, ... (a matrix without "
            "names, or conjoined.save_fit without row_names= / column_names=): give INPUT without names to match "
            "by position" if unnamed else ""))
+
+
+def _transpose_hint(args, row_names, column_names, model):
+    """The part of :func:`_new_items_side`'s error on --transpose: said plainly where the file's transpose holds
+    the fit's items by name (a file in the layout of a fit made with --transpose, read without it)."""
+    holds = [f"its {mine} hold the fitted {theirs}" for mine, given, theirs, fitted in (
+        ("columns", column_names, "rows", model.row_names), ("rows", row_names, "columns", model.column_names))
+        if given is not None and set(given) >= set(fitted)]
+    if args.transpose:
+        return ""
+    if holds:
+        return f"; {' and '.join(holds)}: the file is laid out the other way, add --transpose"
+    return " (--transpose reads the file's transpose)"
 
 
 def _aligned(X, given, fitted, axis, where):
@@ -841,6 +872,8 @@ def _run_predict(args, argv):
     X_fit, model = load_fit(args.fitdir, ("matrix.npz", "model.npz", "params.json"))
     params = fitted_parameters(args.fitdir)
     output = Path(args.output)
+    if output.is_dir():
+        raise UserError(f"{output} is a directory: give the file to write, such as {output / 'classes.csv'}")
     if (output.exists() or output.is_symlink()) and not args.force:
         raise UserError(f"{output} already exists; choose another name or use --force")
     if not output.absolute().parent.is_dir():

@@ -312,6 +312,12 @@ def _read_table(path, sep, first_column):
             raise ValueError(f"{path}: first_column='counts' (--first-column counts), but the lines below the "
                              "header have one field more than it: a row name first (as R's write.table writes "
                              "them), or a separator at the end of each line that the header does not have?")
+        # An empty first field names the row names' column: then the header lacks a column's name, unless every
+        # line ends with a separator the header does not (the last column empty throughout, said below).
+        if header[0].strip() == "" and not frame.iloc[:, -1].isna().all():
+            raise ValueError(f"{path}: the header has {len(header)} fields, the first of them empty (the row names' "
+                             f"column), and the lines below it {len(header) + 1}: a column's name is missing from "
+                             "the header, and which one cannot be told")
         row_names = names_in_first_column()
     else:
         # A first column without a header holds names even when they are numbers (pandas' to_csv writes its
@@ -364,7 +370,24 @@ def _read_table(path, sep, first_column):
             + ("; that column is empty on every line: do the lines below the header end with a separator the "
                "header does not?" if empty else "")
         )
+    _say_unnamed(path, column_names, row_names)
     return frame.to_numpy(), row_names, unique_names(column_names, f"{path}, column names")
+
+
+def _say_unnamed(path, column_names, row_names):
+    """Warn of the first empty column name and the first empty row name of a table: kept as written, but easy to
+    lose (pandas reads an empty name back as a missing one) and most often a slip."""
+    unnamed = next((position for position, name in enumerate(column_names) if not str(name).strip()), None)
+    if unnamed is not None:
+        before = f" (after {str(column_names[unnamed - 1])!r})" if unnamed else ""
+        warnings.warn(f"{path}: column {unnamed + 1 + (row_names is not None)} of the header{before} has no name: "
+                      "it is named '' in the results, which pandas reads back as a missing name",
+                      UserWarning, stacklevel=user_stacklevel())
+    if row_names is not None:
+        unnamed = next((position for position, name in enumerate(row_names) if not name.strip()), None)
+        if unnamed is not None:
+            warnings.warn(f"{path}: line {unnamed + 2} holds no row name: it is named '' in the results, which "
+                          "pandas reads back as a missing name", UserWarning, stacklevel=user_stacklevel())
 
 
 def _csr_as_stored(matrix):
@@ -571,18 +594,30 @@ def _mat_strings(value):
     return np.array(strings, dtype=str)
 
 
-def _mat_names(contents, shape):
+def _mat_names(contents, shape, path):
     """``(row names, column names)`` of a matrix of ``shape`` from the file's string vectors: the one whose
     length is the number of rows (columns); None where no variable or several have that length, or when the
-    matrix is square (rows and columns cannot be told apart)."""
-    if shape[0] == shape[1]:
-        return None, None
+    matrix is square (rows and columns cannot be told apart). Warns, naming ``path``, of string vectors left
+    unused where they may be the items' names: several of one side's length, or none fitting while the file
+    holds some, or a square matrix (a list of another length beside named items, such as 20 Newsgroups' four
+    ``groupnames``, is not)."""
+    strings = {key: found for key, value in contents.items()
+               if not key.startswith("__") and (found := _mat_strings(value)) is not None}
     lengths = {}
-    for key, value in contents.items():
-        strings = None if key.startswith("__") else _mat_strings(value)
-        if strings is not None:
-            lengths.setdefault(strings.shape[0], []).append(strings)
-    return tuple(found[0] if len(found := lengths.get(n, [])) == 1 else None for n in shape)
+    for key, values in strings.items():
+        lengths.setdefault(values.shape[0], []).append(key)
+    square = shape[0] == shape[1]
+    names = tuple(None if square or len(lengths.get(n, [])) != 1 else strings[lengths[n][0]] for n in shape)
+    ambiguous = [key for n in set(shape) if len(lengths.get(n, [])) > 1 for key in lengths[n]]
+    unused = (list(strings) if square or all(name is None for name in names) else ambiguous)
+    if unused:
+        why = ("the matrix is square: which side they name cannot be told" if square else
+               f"the matrix has {shape[0]} rows and {shape[1]} columns, and each side takes the one list of its "
+               "length")
+        listed = ", ".join(f"{key!r} ({strings[key].shape[0]})" for key in unused)
+        warnings.warn(f"{path}: list(s) of names {listed} left unused ({why}); give names with row_names= / "
+                      "column_names= (--row-names, --column-names)", UserWarning, stacklevel=user_stacklevel())
+    return names
 
 
 def _is_hdf5(path):
@@ -632,7 +667,7 @@ def _read_mat(path, variable):
         )
     value = contents[variable]
     X = sp.csr_matrix(value) if sp.issparse(value) else np.ascontiguousarray(value)
-    return (X, *_mat_names(contents, X.shape), variable)
+    return (X, *_mat_names(contents, X.shape, path), variable)
 
 
 def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names=None, first_column=None):
@@ -1159,7 +1194,7 @@ def write_table_csv(path, array, row_names=None, column_names=None):
             f"{len(row_names)} row names and {len(column_names)} column names for an array of shape {array.shape}"
         )
     with atomic_output_file(path) as temporary, open(temporary, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
+        writer = csv.writer(handle, lineterminator="\n")  # not csv's \r\n: cut, awk and grep keep a \r
         writer.writerow(["", *(str(name) for name in column_names)])
         for name, values in zip(row_names, array.tolist()):
             writer.writerow([str(name), *values])
