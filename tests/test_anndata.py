@@ -496,6 +496,10 @@ def test_new_cells_bad_input_is_a_clear_error(halves):
     with pytest.raises(ValueError, match=r"1 of the reference's 16 genes are not in adata.X's genes \(e.g. 'gene4'"
                                          r".*put back as zeros"):
         predict_cells(new[:, [i for i in range(16) if i != 4]].copy(), reference)
+    with pytest.raises(ValueError, match=r"16 of the reference's 16 genes are not in adata.X's genes.*The fitted "
+                                         r"genes name adata.X's cells: an AnnData holds cells x genes, and this one "
+                                         r"genes x cells \(pass adata.T\)"):
+        predict_cells(new.T.copy(), reference)
     duplicated = new.copy()
     duplicated.var_names = ["gene0"] + list(new.var_names[1:-1]) + ["gene0"]
     with pytest.raises(ValueError, match="'gene0' names more than one of adata.X's genes"):

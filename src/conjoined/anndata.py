@@ -218,8 +218,10 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
           (its strongest block), ``gene_clusters``, ``cell_clusters`` (the clusters whose blocks it joins,
           as strings such as ``"3 7"``), ``strength``, ``n_genes``, ``n_cells``), ``bicluster_genes`` and ``bicluster_cells`` (dicts
           ``"b"`` -> array of names, highest membership first), ``theta`` (K_r, K_c), ``gene_k_posterior`` and
-          ``cell_k_posterior`` (``K``, ``probability`` arrays), ``gene_k_trace`` and ``cell_k_trace`` (K at
-          each iteration of the last mixture run of each side), and ``params`` (the estimator's parameters,
+          ``cell_k_posterior`` (``K``, ``probability`` arrays: the posterior of the number of clusters of the
+          last mixture run of each side, before the refinement merges and splits them into the clusters of
+          ``obs`` / ``var``, often far fewer on real counts), ``gene_k_trace`` and ``cell_k_trace`` (K at
+          each iteration of those runs), and ``params`` (the estimator's parameters,
           those left at None omitted, plus ``layer`` / ``use_raw``). Without ``random_state`` a seed is drawn at
           random (with ``checkpoint``, the folder's) and recorded there, so that the run can be repeated; a
           Generator or RandomState is recorded by its repr only (with ``checkpoint``, by the folder's seed). ``cell_classifier`` and ``gene_classifier``:
@@ -415,10 +417,11 @@ def _reference_classifier(reference, key, side):
                           bool(fitted.get("weights_tempered", False))), names
 
 
-def _over_fitted(matrix, given, fitted, side, where):
+def _over_fitted(matrix, given, fitted, side, where, own):
     """The new ``side`` items of ``matrix`` (cells x genes) over the ``fitted`` items of the other side, matched by
     name (``given``, the names along the other side's axis) and put in the order of ``fitted`` (items the fit did
-    not have dropped): an (n_new, n_fitted) matrix. ValueError naming a fitted item that is missing or repeated."""
+    not have dropped): an (n_new, n_fitted) matrix. ValueError naming a fitted item that is missing or repeated,
+    and saying so where the new items' own names (``own``) hold the fitted ones: an AnnData of genes x cells."""
     position = {}
     for index, name in enumerate(given):
         position.setdefault(name, []).append(index)
@@ -432,7 +435,9 @@ def _over_fitted(matrix, given, fitted, side, where):
             f"{len(missing)} of the reference's {len(fitted)} {side.other}s are not in {where}'s {side.other}s "
             f"(e.g. {str(missing[0])!r}): new {side.name}s are classified over every fitted {side.other}. "
             f"{side.other.capitalize()}s measured but dropped (for having no counts, say) can be put back as zeros; "
-            f"data that never measured them cannot be classified against this reference")
+            f"data that never measured them cannot be classified against this reference"
+            + (f". The fitted {side.other}s name {where}'s {side.name}s: an AnnData holds cells x genes, and this "
+               "one genes x cells (pass adata.T)" if set(fitted) <= set(own) else ""))
     order = np.array([position[name][0] for name in fitted], dtype=np.int64)
     return matrix[:, order] if side.axis == 0 else matrix[order].T
 
@@ -517,7 +522,7 @@ def _predict(adata, reference, side, key, key_added, layer, use_raw, copy):
     matrix = _in_memory(matrix)
     _check_counts(matrix, where, adata)
     matrix = sp.csr_matrix(matrix) if sp.issparse(matrix) else np.asarray(matrix)
-    items = _over_fitted(matrix, given, fitted, side, where)
+    items = _over_fitted(matrix, given, fitted, side, where, getattr(adata, side.frame).index)
     probabilities = cluster_probabilities(classifier, items)
     labels = most_probable(probabilities)
     unclassified = int((labels < 0).sum())
