@@ -778,9 +778,9 @@ def _run_score(args, argv):
             f"{found_path} is for a {found_shape} matrix but {truth_path} for a {truth_shape} one"
         )
     masks, matched = [], []
-    for side, found, truth, found_named, truth_named in (("rows", found_rows, truth_rows, *(n[0] for n in (
-            found_names, truth_names))), ("columns", found_columns, truth_columns, *(n[1] for n in (found_names,
-                                                                                                  truth_names)))):
+    sides = (("rows", found_rows, truth_rows, found_names[0], truth_names[0]),
+             ("columns", found_columns, truth_columns, found_names[1], truth_names[1]))
+    for side, found, truth, found_named, truth_named in sides:
         # Items are matched by name where both files name them and share names (a fit of the same matrix with its
         # rows or columns in another order, as the simulation's truth names them); by position otherwise (a
         # matrix without names, whose fit names its items by position).

@@ -609,7 +609,8 @@ def _mat_names(contents, shape, path):
     square = shape[0] == shape[1]
     names = tuple(None if square or len(lengths.get(n, [])) != 1 else strings[lengths[n][0]] for n in shape)
     ambiguous = [key for n in set(shape) if len(lengths.get(n, [])) > 1 for key in lengths[n]]
-    unused = (list(strings) if square or all(name is None for name in names) else ambiguous)
+    unused = [key for key in (strings if square or all(name is None for name in names) else ambiguous)
+              if strings[key].shape[0] > 1]  # a single string is a title
     if unused:
         why = ("the matrix is square: which side they name cannot be told" if square else
                f"the matrix has {shape[0]} rows and {shape[1]} columns, and each side takes the one list of its "
