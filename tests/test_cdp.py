@@ -725,9 +725,14 @@ def test_table_2_case_2_replicate_44_has_no_third_bicluster_over_the_small_block
 
 def test_verbose_reports_the_refinement_with_its_clusters(capsys):
     """The refinement (EM rounds, merges, splits), most of a fit's time on real data, says where it is: a line
-    with its steps and the clusters they left (into a file: at its end)."""
+    with its steps and the clusters they left (into a file: at its end); the mixtures say which side they
+    cluster."""
     X, _, _ = make_cdp_case(3, random_state=0, shuffle=True)
     model = ConjoinedDirichletProcess(random_state=0, verbose=True).fit(X)
-    refinement = [line for line in capsys.readouterr().err.splitlines() if line.startswith("refinement: ")]
+    lines = capsys.readouterr().err.splitlines()
+    refinement = [line for line in lines if line.startswith("refinement: ")]
     assert len(refinement) == 1
     assert refinement[0].endswith(f"{model.n_row_clusters_} row x {model.n_column_clusters_} column clusters)")
+    # each mixture named by its side and run ("DPMM on 50 points" six times before)
+    assert [line.split(":")[0] for line in lines if "mixture" in line] == [
+        f"{side} mixture {run}, 50 {side}s" for run in (1, 2, 3) for side in ("row", "column")]

@@ -11,8 +11,8 @@ import time
 
 
 class _PlainBar:
-    """A line on stderr at most every ``every`` seconds (and at the end): done/total (done alone where the total
-    is None, unknown), elapsed time and the postfix."""
+    """A line on stderr at most every ``every`` seconds (and at the end): done/total ("done step(s)" where the
+    total is None, unknown), elapsed time and the postfix."""
 
     def __init__(self, total, desc, every):
         self.total, self.desc, self.every, self.done, self.shown, self.postfix = total, desc, every, 0, 0, ""
@@ -27,7 +27,7 @@ class _PlainBar:
     def _show(self, now):
         self.last, self.shown = now, self.done
         postfix = f", {self.postfix}" if self.postfix else ""
-        done = self.done if self.total is None else f"{self.done}/{self.total}"
+        done = f"{self.done} step(s)" if self.total is None else f"{self.done}/{self.total}"
         print(f"{self.desc}: {done} ({now - self.start:.1f} s{postfix})", file=sys.stderr)
 
     def set_postfix_str(self, text, refresh=True):

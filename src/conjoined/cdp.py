@@ -703,11 +703,14 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         with embedded_client() as client:
             yield client
 
-    def _fitted_dpmm(self, side, seed, data, fits, client, init_labels=None):
+    def _fitted_dpmm(self, side, seed, data, fits, client, init_labels=None, side_names=("row", "column")):
         """The side's DPMM fitted on ``data`` (with the Dask ``client`` of :meth:`_mixtures_client`), from
         ``init_labels`` (None: one cluster), appended to ``fits``; whether it settled is said by ``fit`` for all
-        the fits at once."""
-        dpmm = self._dpmm(side, seed, client)._fit(data, init_labels, extends=False)
+        the fits at once. Its progress bar names the side as ``side_names`` name the rows and the columns."""
+        name = dict(zip(("row", "column"), side_names))[side]
+        run = 1 + sum(fitted_side == side for fitted_side, _ in fits)
+        dpmm = self._dpmm(side, seed, client)._fit(
+            data, init_labels, extends=False, progress_name=f"{name} mixture {run}, {data.shape[0]} {name}s")
         fits.append((side, dpmm))
         return dpmm
 
@@ -786,8 +789,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                 row_start, column_start = start
         fits = []  # (side, fitted DPMM) in the order of fitting
         with self._mixtures_client() as client:
-            row_dpmm = self._fitted_dpmm("row", row_seed, row_data, fits, client, row_start)
-            column_dpmm = self._fitted_dpmm("column", column_seed, column_data, fits, client, column_start)
+            row_dpmm = self._fitted_dpmm("row", row_seed, row_data, fits, client, row_start, side_names)
+            column_dpmm = self._fitted_dpmm("column", column_seed, column_data, fits, client, column_start,
+                                            side_names)
             rounds = 0 if self.mode == "paper" else self.n_rounds
             consensus = self.mode != "paper"
             row_dispersion = column_dispersion = None
@@ -797,12 +801,14 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
                 aggregated = _aggregate(fit_core, col_labels, K_c)
                 row_dispersion = self._dispersion(aggregated, row_labels, "row", round_)
                 row_data = _tempered(aggregated, *row_dispersion)
-                row_dpmm = self._fitted_dpmm("row", root_seed.spawn(1)[0], row_data, fits, client)
+                row_dpmm = self._fitted_dpmm("row", root_seed.spawn(1)[0], row_data, fits, client,
+                                             side_names=side_names)
                 row_labels, K_r, row_k_post = _select_labels(row_dpmm, row_data)
                 aggregated = _aggregate(fit_core.T.tocsr(), row_labels, K_r)
                 column_dispersion = self._dispersion(aggregated, col_labels, "column", round_)
                 column_data = _tempered(aggregated, *column_dispersion)
-                column_dpmm = self._fitted_dpmm("column", root_seed.spawn(1)[0], column_data, fits, client)
+                column_dpmm = self._fitted_dpmm("column", root_seed.spawn(1)[0], column_data, fits, client,
+                                                side_names=side_names)
         col_labels, K_c, col_k_post = _select_labels(column_dpmm, column_data, consensus)
 
         # The topics are the clusters the biclusters are read from: the refined partitions where the significance

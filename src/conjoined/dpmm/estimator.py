@@ -331,11 +331,12 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
 
     @unwrapping_interruptions
     @keeping_state_on_failure
-    def _fit(self, X, init_labels=None, extends=True):
+    def _fit(self, X, init_labels=None, extends=True, progress_name=None):
         """``fit`` without its warning (a CDP fit says it once for all its mixtures). ``init_labels`` (n_samples,):
         the chain's first partition, in place of ``init_clusters`` random clusters (CDP's spectral start); its
         clusters are renumbered 0, 1, ... in order of first appearance. ``extends=False``: a checkpoint of fewer
-        iterations is refused, not run on (CDP's later mixtures read data that depend on the earlier ones)."""
+        iterations is refused, not run on (CDP's later mixtures read data that depend on the earlier ones).
+        ``progress_name``: what the progress bar calls the run (default: "DPMM on n points")."""
         n_iter = check_int(self.n_iter, "n_iter", minimum=1)
         settings = RunSettings(
             alpha=check_positive(self.alpha, "alpha"),
@@ -418,13 +419,14 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
             backend = DaskBackend(data, stream_seeds, client=self.client, address=self.address)
         else:
             backend = LocalBackend(data, stream_seeds, n_threads)
-        self._run(backend, prior, settings, rng, n_threads, checkpointer, init_labels)
+        self._run(backend, prior, settings, rng, n_threads, checkpointer, init_labels, progress_name)
         if shift is not None:
             self._translate_results(shift)
         self.cluster_params_ = self.prior_.expanded(self.cluster_params_)
         return self
 
-    def _run(self, backend, prior, settings, rng, n_threads, checkpointer, init_labels=None):
+    def _run(self, backend, prior, settings, rng, n_threads, checkpointer, init_labels=None,
+             progress_name=None):
         n_iter = settings.n_iter
         traces = {
             "labels": np.empty((n_iter, backend.n_points), np.int32) if self.store_labels else None,
@@ -438,7 +440,7 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         # estimate="map": the most probable posterior sample so far (a MostProbableSample), from this iteration on
         first_sample = min(settings.warmup, n_iter - 1) if self.estimate == "map" else None
         best = None
-        bar = progress_bar(n_iter, f"DPMM on {backend.n_points} points", self.verbose)
+        bar = progress_bar(n_iter, progress_name or f"DPMM on {backend.n_points} points", self.verbose)
         try:
             with numba_threads(n_threads):
                 resumed = None if checkpointer is None else checkpointer.resume(backend, rng, traces)
