@@ -1285,7 +1285,7 @@ def test_python_dash_m_fit_with_progress_bars(tmp_path):
     )
     assert status == 0, err
     assert "K_r =" in out and "top rows by membership" in out
-    assert "DPMM" in err  # progress bars on stderr
+    assert "row mixture 1" in err and "refinement" in err  # progress bars on stderr
     status, out, _ = _run_subprocess(["score", "out", "case2.truth.json"], tmp_path)
     assert status == 0 and "Jaccard score:" in out
 

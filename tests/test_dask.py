@@ -212,6 +212,34 @@ def test_bad_backend_parameters():
             conjoined.DPMM(backend="dask", address=address).fit(X)
 
 
+def test_a_closed_client_and_a_server_that_is_no_scheduler_are_named():
+    """A closed client gave KeyError: 'workers'; a server of another kind at the address (a dashboard's port)
+    gave MemoryError (its HTTP reply read as a message length) and held the process a minute at exit."""
+    X = count_mixture()
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        client = distributed.Client(cluster)
+        client.close()
+        with pytest.raises(RuntimeError, match=r"the Dask client is closed \(status 'closed'\)"):
+            conjoined.DPMM(n_iter=3, backend="dask", client=client).fit(X)
+    script = (
+        "import socket, threading, numpy as np, conjoined\n"
+        "server = socket.socket(); server.bind(('127.0.0.1', 0)); server.listen(5)\n"
+        "def answer():\n"
+        "    while True:\n"
+        "        connection, _ = server.accept(); connection.recv(1024)\n"
+        "        connection.sendall(b'HTTP/1.1 400 Bad Request\\r\\n\\r\\n' * 10); connection.close()\n"
+        "threading.Thread(target=answer, daemon=True).start()\n"
+        "address = f'tcp://127.0.0.1:{server.getsockname()[1]}'\n"
+        "try:\n"
+        "    conjoined.DPMM(n_iter=3, backend='dask', address=address).fit(np.ones((20, 3)))\n"
+        "except OSError as error:\n"
+        "    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=40)
+    assert "no Dask scheduler answered at 'tcp://127.0.0.1:" in done.stdout, done.stderr
+    assert "not the dashboard's 8787" in done.stdout and "Exception ignored" not in done.stderr
+
+
 def test_without_dask_the_error_says_how_to_install(monkeypatch):
     monkeypatch.delitem(sys.modules, "conjoined.dpmm.dask_backend")
     monkeypatch.setitem(sys.modules, "distributed", None)

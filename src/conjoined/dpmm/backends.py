@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import threading
 from typing import NamedTuple
 
@@ -118,11 +119,13 @@ class Shard:
             outer[c] = points.T @ points
         return _as_stats(counts, sums, outer, n_clusters)
 
-    def assign(self, params, log_w, sub_params, sub_log_w, random_sub, anchors=None):
+    def assign(self, params, log_w, sub_params, sub_log_w, random_sub, anchors=None, per_stream=False):
         """One pass: draw labels and sub-labels given the parameters; returns statistics with batch (K, 2).
 
         ``anchors`` is None (every label allowed) or ``(seed, anchor_priority, anchor_index)``: the points' ranks
         are ``point_priorities(seed, offset, n)`` and each cluster keeps its anchor (``kernels.py``).
+        ``per_stream``: a list of statistics to be added in order, one per stream for float data (whose sums
+        depend on their order: a Dask worker's streams are added by the driver with every other's), one for counts.
         """
         K = log_w.shape[0]
         u = self._uniforms()
@@ -144,7 +147,7 @@ class Shard:
                 )
             if counts.shape[0] > 1:
                 counts, sums = counts.sum(axis=0), sums.sum(axis=0)
-            stats = _as_stats(counts, sums, None, K)
+            stats = [_as_stats(counts, sums, None, K)]
         else:
             kernel = kernels.assign_gaussian if self.parallel else kernels.assign_gaussian_serial
             bounds = np.unique(np.concatenate([
@@ -161,14 +164,13 @@ class Shard:
                     sub_mu.astype(single), sub_chol_prec.astype(single), sub_log_det, sub_log_w, random_sub,
                     *restriction, u, bounds,
                 )
-            stats = None
             block_stream = np.searchsorted(self.streams, bounds[:-1], side="right") - 1
+            stats = []
             for s in range(len(self.streams) - 1):
                 mine = block_stream == s
-                part = _as_stats(counts[mine].sum(axis=0), sums[mine].sum(axis=0), outer[mine].sum(axis=0), K)
-                stats = part if stats is None else stats + part
+                stats.append(_as_stats(counts[mine].sum(axis=0), sums[mine].sum(axis=0), outer[mine].sum(axis=0), K))
         self.labels, self.sublabels = labels, sublabels
-        return stats
+        return stats if per_stream else functools.reduce(operator.add, stats)
 
     def update(self, splits, mapping, moved=None):
         """Apply splits ``[(k, new_k), ...]`` (points of k in sub-cluster 1 move to new_k) and ``moved``

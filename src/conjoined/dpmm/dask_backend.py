@@ -56,9 +56,11 @@ class ShardGroup:
 
     ``parts`` is a list of ``(data, seeds, offset, edges, labels, sublabels, rng_states)``, each one
     ``Shard`` of the streams ``seeds`` whose points start at ``offset + edges[:-1]`` (the global stream edges,
-    which a shard of several streams would not recompute exactly from its own size). Count data take one shard for
-    all the group's streams (its statistics are exact integers in any order); float statistics one shard per
-    stream, so that the driver can add them in stream order. ``n_threads`` are the numba threads of a pass.
+    which a shard of several streams would not recompute exactly from its own size): one shard for all the
+    group's streams, whose pass returns float statistics stream by stream, so that the driver adds them in stream
+    order (count statistics are exact integers in any order). ``n_threads`` are the numba threads of a pass: one
+    parallel launch for the group (a shard per stream took 8-16 small launches a pass, whose idle threads, on a
+    worker of two threads, made Gaussian passes ten times slower).
     """
 
     def __init__(self, parts, n_threads):
@@ -82,7 +84,7 @@ class ShardGroup:
             for shard in self.shards:
                 getattr(shard, name)(*args)
         with numba_threads(self.n_threads):
-            stats = [shard.assign(*kernel_params) for shard in self.shards]
+            stats = [part for shard in self.shards for part in shard.assign(*kernel_params, per_stream=True)]
         return (
             stats,
             np.concatenate([shard.labels for shard in self.shards]),
@@ -176,6 +178,34 @@ def _checked_address(address):
     return address
 
 
+def _connected_client(address):
+    """A ``Client`` of the scheduler at ``address``; OSError naming the address where none answers as a scheduler:
+    a server of another kind there (a dashboard's port, 8787, for the scheduler's, 8786) made Dask read its
+    reply as a message length and fail for lack of exabytes of memory (``MemoryError``). One that accepts the
+    connection and never answers holds Dask's handshake (docs/scale.md)."""
+    # Made in two steps so that a client whose start failed can be closed: left to its __del__, it held the
+    # process for a minute at exit.
+    client = Client.__new__(Client)
+    try:
+        client.__init__(address, set_as_default=False)
+    except (OSError, MemoryError, TimeoutError) as error:
+        with contextlib.suppress(Exception):
+            client.close(timeout=1)
+        raise OSError(f"no Dask scheduler answered at {address!r} ({type(error).__name__}: {error}): give the "
+                      "scheduler's address (its port 8786 by default, not the dashboard's 8787)") from None
+    return client
+
+
+def _check_running(client, lost=False):
+    """RuntimeError, saying so, where the Dask ``client`` is closed or has lost its scheduler (``lost``: it has,
+    whatever its status says): a fit cannot go on without its workers, and the errors Dask gives then
+    (``KeyError: 'workers'``, ``IOLoop is closed``) do not say why."""
+    if lost or client.status != "running":
+        state = "closed" if client.status in ("closing", "closed") else "not connected"
+        raise RuntimeError(f"the Dask client is {state} (status {client.status!r}): its cluster is gone or was "
+                           "closed; fit with a running client, or without one (an embedded cluster)")
+
+
 class DaskBackend(Shard):
     """Backend whose passes run on Dask workers; the driver-side ``Shard`` (every stream) is the recovery copy.
 
@@ -200,9 +230,10 @@ class DaskBackend(Shard):
         self.seeds = list(seeds)
         self.owned = contextlib.ExitStack()  # what close() closes: a client opened here, a cluster started here
         if client is not None:
+            _check_running(client)
             self.client = client
         elif address is not None:
-            self.client = self.owned.enter_context(Client(_checked_address(address), set_as_default=False))
+            self.client = self.owned.enter_context(_connected_client(_checked_address(address)))
         else:
             self.client = self.owned.enter_context(embedded_client(n_workers, threads_per_worker))
         self.groups = None  # stream indices of each actor
@@ -220,8 +251,11 @@ class DaskBackend(Shard):
         """{address: threads} of the live workers; waits up to WORKER_WAIT seconds for one if none is left."""
         deadline = time.monotonic() + WORKER_WAIT
         while True:
-            workers = {address: info["nthreads"]
-                       for address, info in self.client.scheduler_info(n_workers=-1)["workers"].items()
+            _check_running(self.client)
+            info = self.client.scheduler_info(n_workers=-1)
+            if "workers" not in info:  # closed while this asked
+                _check_running(self.client, lost=True)
+            workers = {address: worker["nthreads"] for address, worker in info["workers"].items()
                        if address not in self.lost_workers}
             if workers:
                 return workers
@@ -247,13 +281,11 @@ class DaskBackend(Shard):
     def _start_group(self, g, address, n_threads):
         """Create actor ``g`` on worker ``address`` from the driver's copy of its streams."""
         streams = self.groups[g]
-        parts = []
-        for shard_streams in ([streams] if self.sparse else [[s] for s in streams]):
-            edges = self.streams[shard_streams[0]: shard_streams[-1] + 2]
-            a, b = edges[0], edges[-1]
-            parts.append((self.data[a:b] if self.sparse else self.values[a:b], [self.seeds[s] for s in shard_streams],
-                          int(a), edges - a, self.labels[a:b].copy(), self.sublabels[a:b].copy(),
-                          [self.rngs[s].bit_generator.state for s in shard_streams]))
+        edges = self.streams[streams[0]: streams[-1] + 2]
+        a, b = edges[0], edges[-1]
+        parts = [(self.data[a:b] if self.sparse else self.values[a:b], [self.seeds[s] for s in streams], int(a),
+                  edges - a, self.labels[a:b].copy(), self.sublabels[a:b].copy(),
+                  [self.rngs[s].bit_generator.state for s in streams])]
         [payload] = self.client.scatter([parts], workers=[address], hash=False)
         future = self.client.submit(ShardGroup, payload, n_threads, actor=True, workers=[address],
                                     allow_other_workers=False, pure=False)
