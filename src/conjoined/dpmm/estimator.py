@@ -184,7 +184,8 @@ class DPMM(SharedClientMixin, ClusterMixin, BaseEstimator):
         the same chain; a RandomState or a Generator gives each fit another seed, drawn from it (scikit-learn's
         convention), and None a new one.
     n_jobs : int or None, default=None
-        Threads of the data pass; None or -1 uses every core, -2 all but one, and so on.
+        Threads of the data pass; None or -1 uses every core, -2 all but one, and so on. With
+        ``backend="dask"`` each worker's pass uses that worker's threads instead.
     verbose : bool or int, default=False
         Progress bar on stderr (an integer level as in scikit-learn: any level above 0 shows it).
     store_labels : bool, default=True
