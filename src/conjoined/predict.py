@@ -52,8 +52,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from .background import DISPERSION_EVIDENCE, _counts_over_clusters, check_thresholds
-from .refine import _merge_dispersion, side_model
+from .background import _counts_over_clusters, check_thresholds
+from .refine import _evidenced_dispersion, _merge_dispersion, side_model
 
 __all__ = ["SideClassifier", "cluster_probabilities", "label_probabilities", "most_probable", "side_classifiers"]
 
@@ -147,9 +147,7 @@ def _poisson_dispersion(X, labels, models):
         statistic += float(((counts - expected) ** 2 / expected).sum())
         variance += float((2 + 1 / expected).sum())
         degrees += (int(labelled.sum()) - np.unique(own[labelled]).size) * int(present.sum())
-    if degrees <= 0 or statistic - degrees <= DISPERSION_EVIDENCE * np.sqrt(variance):
-        return 1.0
-    return statistic / degrees
+    return _evidenced_dispersion(statistic, degrees, np.sqrt(variance))
 
 
 def cluster_probabilities(classifier, items):

@@ -584,7 +584,13 @@ def _merge_dispersion(X, rows, columns, likelihoods):
         statistic += squared_residual_terms(aggregated, z, totals, share)[1].sum() - totals.sum()
         features = int((sums.sum(axis=0) > 0).sum())
         degrees += (int((totals > 0).sum()) - int((sums.sum(axis=1) > 0).sum())) * max(features - 1, 0)
-    if degrees <= 0 or statistic - degrees <= DISPERSION_EVIDENCE * np.sqrt(2 * degrees):
+    return _evidenced_dispersion(statistic, degrees, np.sqrt(2 * degrees))
+
+
+def _evidenced_dispersion(statistic, degrees, sd):
+    """Pearson's ``statistic`` over its ``degrees`` of freedom, or 1 unless it exceeds them by
+    ``DISPERSION_EVIDENCE`` of its standard deviations ``sd`` under the likelihood's own noise (or has none)."""
+    if degrees <= 0 or statistic - degrees <= DISPERSION_EVIDENCE * sd:
         return 1.0
     return statistic / degrees
 
