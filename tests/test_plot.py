@@ -233,7 +233,10 @@ def test_all_of_many_biclusters_fit_in_a_taller_figure(tmp_path, recwarn):
     step = int(strip_labels[1])
     assert strip_labels == [str(b) for b in range(0, 80, step)] and step > 1
     colors = [tuple(handle.get_color()) for handle in figure.legends[0].legend_handles]
-    assert len(set(colors[:60])) == 60  # tab10 repeated after ten
+    assert len(set(colors[:54])) == 54 and colors[54:] == colors[:26]  # 54 distinct, none grey, then again
+    assert not any(len(set(np.round(color, 3))) == 1 for color in colors)
+    # a bicluster's colour does not depend on how many are marked
+    assert colors[:10] == [tuple(h.get_color()) for h in plot_biclusters(X, model).legends[0].legend_handles]
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
@@ -547,3 +550,89 @@ def test_clear_error_without_matplotlib(monkeypatch, case2):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match=r"need matplotlib: pip install matplotlib"):
         plot_theta(model)
+
+
+def test_given_axes_of_a_figure_without_layout_hold_the_whole_heatmap(case2, tmp_path):
+    """``plt.subplots()``'s figure has no layout engine: the strips, the title and the legend were cut off at its
+    edge; it gets matplotlib's constrained layout, and everything drawn lies inside the saved figure."""
+    X, model = case2
+    figure, ax = plt.subplots()
+    assert plot_biclusters(X, model, ax=ax) is figure
+    assert type(figure.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    figure.savefig(tmp_path / "heatmap.png")
+    renderer = figure.canvas.get_renderer()
+    strips = ax.child_axes  # the strips: insets, the column strip with the title
+    assert len(strips) == 2 and strips[0].get_title().startswith("20 rows x 20 columns")
+    for artist in (strips[0].title, ax.get_legend(), ax, *strips, *figure.axes):
+        assert _inside(artist.get_window_extent(renderer), figure.bbox)
+    tight, _ = plt.subplots(layout="tight")
+    plot_biclusters(X, model, ax=tight.axes[0])
+    assert type(tight.get_layout_engine()).__name__ == "TightLayoutEngine"  # a user's engine is kept
+
+
+@pytest.mark.parametrize("plot", PLOTS)
+def test_axes_in_a_subfigure_return_the_figure_to_save(plot, case2):
+    X, model = case2
+    figure = plt.figure(figsize=(12, 5))
+    left, _ = figure.subfigures(1, 2)
+    axes = left.subplots() if plot in ("biclusters", "theta") else left.subplots(1, 2)
+    assert PLOTS[plot](model, X, **({"ax": axes} if plot in ("biclusters", "theta") else {"axes": axes})) is figure
+
+
+def test_every_marked_bicluster_is_outlined_and_shared_blocks_in_dashes():
+    """Two biclusters of 1 row of 200 (under 1% of the axis) share their one block: each is outlined there, in
+    dashes of the two colours in turn; a bicluster of its own block keeps a solid outline."""
+    rows = np.zeros((3, 200), bool)
+    rows[0, 5] = rows[1, 5] = True
+    rows[2, 100:150] = True
+    columns = np.zeros((3, 20), bool)
+    columns[:2, :10] = True
+    columns[2, 10:] = True
+    row_labels = np.where(np.arange(200) == 5, 0, np.where((np.arange(200) >= 100) & (np.arange(200) < 150), 1, 2))
+    model = _model(row_labels, (np.arange(20) >= 10).astype(int), rows, columns)
+    X = np.random.default_rng(0).poisson(1.0, (200, 20))
+    ax = _heatmap(plot_biclusters(X, model))
+    outlines = [patch for patch in ax.patches if isinstance(patch, Rectangle)]
+    shared = [p for p in outlines if p.get_height() == 1]
+    assert len(outlines) == 3 and len(shared) == 2
+    assert {matplotlib.colors.to_hex(p.get_edgecolor()) for p in shared} == {"#1f77b4", "#ff7f0e"}
+    assert sorted(p.get_linestyle()[0] for p in shared) == [0.0, 4.0]  # each dashes where the other does not
+    assert all(p.get_linestyle()[1] == (4.0, 4.0) for p in shared)
+    assert [p.get_linestyle() for p in outlines if p.get_height() == 50] == ["-"]
+
+
+def test_binned_heatmap_is_averaged_where_bins_share_a_pixel(tmp_path):
+    """2000 columns alternately 0 and 1 in a few hundred pixels: mid-grey, not moiré (``nearest`` drew one
+    bin of each pixel's, 0 or 255)."""
+    X = np.tile([0, 1], (10, 1000))
+    model = _model(np.zeros(10, int), np.zeros(2000, int), np.zeros((0, 10), bool), np.zeros((0, 2000), bool))
+    figure = plot_biclusters(X, model, figsize=(6, 4))
+    figure.savefig(tmp_path / "alias.png", dpi=100)
+    pixels = matplotlib.image.imread(tmp_path / "alias.png")[..., 0]
+    inside = _heatmap(figure).get_window_extent()
+    height = pixels.shape[0]
+    centre = pixels[int(height - inside.y1) + 10:int(height - inside.y0) - 10, int(inside.x0) + 10:int(inside.x1) - 10]
+    assert centre.std() < 0.02 and 0.2 < centre.mean() < 0.8
+
+
+def test_vmax_sets_where_the_colour_saturates(case2):
+    X, model = case2
+    image = _heatmap(plot_biclusters(X, model, vmax=5)).images[0]
+    assert image.get_clim() == pytest.approx((0.0, np.log1p(5)))
+    assert image.colorbar.extend == "max"  # the largest counts of case 2 are above 5
+    assert _heatmap(plot_biclusters(X, model)).images[0].colorbar.extend == "neither"
+    for bad in (0, -1, np.nan, np.inf, True, "5"):
+        with pytest.raises(ValueError, match="vmax must be a count > 0"):
+            plot_biclusters(X, model, vmax=bad)
+
+
+def test_a_dataframes_names_name_the_ticks(case2):
+    pandas = pytest.importorskip("pandas")
+    X, model = case2
+    frame = pandas.DataFrame(X, index=[f"gene{i}" for i in range(20)], columns=[f"cell{j}" for j in range(20)])
+    drawn = _drawn_tick_labels(figure := plot_biclusters(frame, model, figsize=(12, 10)))
+    heatmap = figure.axes.index(_heatmap(figure))
+    assert set(drawn[heatmap, "y"]) <= {f"gene{i}" for i in range(20)} and drawn[heatmap, "y"]
+    assert set(drawn[heatmap, "x"]) <= {f"cell{j}" for j in range(20)} and drawn[heatmap, "x"]
+    numbered = _drawn_tick_labels(plot_biclusters(pandas.DataFrame(X), model))  # a RangeIndex: cluster numbers
+    assert not any(label.startswith(("gene", "cell")) for labels in numbered.values() for label in labels)

@@ -208,12 +208,15 @@ def test_new_items_without_counts_come_back_unassigned():
 
 def test_bad_new_items_are_named():
     X, _, _ = make_cdp_case(3, random_state=0)
-    with pytest.raises(NotFittedError):
-        CDP().predict_rows(X)
+    unfitted = CDP()
+    for method in (unfitted.predict_rows, unfitted.get_indices, lambda _: unfitted.biclusters_):
+        with pytest.raises(NotFittedError):  # scikit-learn's mixin said AttributeError for the last two
+            method(X)
     model = CDP(random_state=0).fit(X)
-    with pytest.raises(ValueError, match=r"X has 49 rows, but the model was fitted on 50 rows: predict_columns "
-                                         r"takes new columns over the fitted rows, shape \(n_rows, n_new\)"):
-        model.predict_columns(X[:49])
+    for method in (model.predict_columns, model.predict_column_proba):
+        with pytest.raises(ValueError, match=r"X has 49 rows, but the model was fitted on 50 rows: new columns "
+                                             r"are read over the fitted rows, shape \(n_rows, n_new\)"):
+            method(X[:49])
     with pytest.raises(ValueError, match="50 features"):  # scikit-learn's message for the fitted columns
         model.predict_rows(X[:, :49])
     negative = X[:2].copy()
@@ -225,6 +228,17 @@ def test_bad_new_items_are_named():
     model.row_classifier_ = None  # as a model pickled by a version that kept no classifier
     with pytest.raises(AttributeError, match="fit it again"):
         model.predict_rows(X)
+
+
+def test_blocks_over_a_zero_background_fit_without_numpy_warnings():
+    """The classifier's dispersion over cells expected to hold next to nothing overflowed (numpy's
+    RuntimeWarning, twice, on the first matrix a user tries); it is 1 there, as the test cannot show more."""
+    X = np.kron(np.eye(3, dtype=np.int64), np.full((10, 10), 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        model = CDP(random_state=0).fit(X)
+    assert model.n_biclusters_ == 3 and model.row_classifier_.dispersion == 1.0
+    np.testing.assert_array_equal(model.predict_rows(X), model.block_row_labels_)
 
 
 def test_new_rows_with_other_column_names_are_refused():

@@ -162,14 +162,18 @@ def record_features(estimator, X, *, reset):
     validate_data(estimator, X, reset=reset, skip_check_array=True)
 
 
-def _string_index(X):
-    """A pandas DataFrame's row names as an object array when they are all strings (as scikit-learn takes column
-    names), else None."""
-    index = getattr(X, "index", None)
-    if index is None or not hasattr(X, "columns"):
-        return None
-    names = np.asarray(index, dtype=object)
+def string_names(labels):
+    """A pandas index (a DataFrame's ``index`` or ``columns``) as an object array when its names are all strings
+    (as scikit-learn takes column names), else None."""
+    names = np.asarray(labels, dtype=object)
     return names if names.size and all(isinstance(name, str) for name in names) else None
+
+
+def _string_index(X):
+    """A pandas DataFrame's row names as an object array when they are all strings, else None."""
+    if getattr(X, "index", None) is None or not hasattr(X, "columns"):
+        return None
+    return string_names(X.index)
 
 
 def record_row_names(estimator, X, *, reset):

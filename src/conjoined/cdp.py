@@ -933,8 +933,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             expected, given, shape = n_rows, items.shape[0], "(n_rows, n_new)"
             items = items.T
         if given != expected:
-            raise ValueError(f"X has {given} {other}s, but the model was fitted on {expected} {other}s: "
-                             f"predict_{side}s takes new {side}s over the fitted {other}s, shape {shape}")
+            raise ValueError(f"X has {given} {other}s, but the model was fitted on {expected} {other}s: new "
+                             f"{side}s are read over the fitted {other}s, shape {shape}")
         probabilities = cluster_probabilities(classifier, items)
         unclassified = int((probabilities.sum(axis=1) == 0).sum())
         if unclassified:
@@ -954,6 +954,17 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         return super().get_submatrix(i, data)
 
     @property
+    def biclusters_(self):
+        """``(rows_, columns_)`` (scikit-learn's, NotFittedError before ``fit``)."""
+        check_is_fitted(self, "rows_")
+        return self.rows_, self.columns_
+
+    def get_indices(self, i):
+        """The row and the column indices of bicluster ``i`` (scikit-learn's, NotFittedError before ``fit``)."""
+        check_is_fitted(self, "rows_")
+        return super().get_indices(i)
+
+    @property
     def n_biclusters_(self):
         check_is_fitted(self, "rows_")
         return self.rows_.shape[0]
@@ -962,7 +973,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         tags.input_tags.positive_only = True
-        # sklearn's tag for non-negative integer input: its checks then feed counts, which is what CDP models.
+        # scikit-learn has no tag for counts; "categorical" is the one under which its checks round their data to
+        # non-negative integers. Without it 23 checks (pickling, idempotence, memmaps, sparse input ...) would
+        # only test that non-integer values are refused. Outside its checks scikit-learn reads it nowhere.
         tags.input_tags.categorical = True
         return tags
 

@@ -407,8 +407,8 @@ def build_parser():
         "--dpi",
         type=_dpi,
         default=PICTURE_DPI,
-        help=f"resolution of .png pictures, {PICTURE_DPI_RANGE[0]} to {PICTURE_DPI_RANGE[1]} (default: "
-        f"{PICTURE_DPI})",
+        help=f"resolution of .png pictures and of the heatmap's image inside .pdf and .svg ones, "
+        f"{PICTURE_DPI_RANGE[0]} to {PICTURE_DPI_RANGE[1]} (default: {PICTURE_DPI})",
     )
     plot.set_defaults(run=_run_plot)
     return parser

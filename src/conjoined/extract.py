@@ -434,7 +434,8 @@ def _raised_against_themselves(X, other, totals):
     columns include the item's own block, so an item of a wide dense block and a narrower one over little
     background stays out of the narrower (tests/test_extract.py, xfail). Leaving its own biclusters' columns out
     let noise in and still counted its other blocks against it; comparing with its lowest cluster level at the
-    bicluster's lift kept most depleted members (docs/results.md, thirty-sixth session)."""
+    bicluster's lift kept most depleted members (docs/results.md, "New rows and columns, and outsiders raised
+    against themselves")."""
     inside = np.asarray(X @ other.astype(np.float64)).ravel()
     n_inside, n_rest = other.sum(), other.size - other.sum()
     return (n_rest == 0) | (inside * n_rest > (totals - inside) * n_inside)

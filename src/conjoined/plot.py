@@ -6,8 +6,10 @@ matplotlib is imported only when a function is called (``pip install matplotlib`
 ``column_membership_``, ``row_dpmm_``, ...), as :func:`conjoined.anndata.fitted_view` returns: an estimator not
 fitted yet is a NotFittedError, an object without them a TypeError. ``side_names`` says what the rows and the
 columns are (``("gene", "cell")`` for a fit of genes x cells), for the axes, titles and legends. Every function
-returns the matplotlib Figure; pass ``ax`` (or ``axes``) to draw into existing axes. Tick labels that would overlap
-are thinned when the figure is drawn, to those that fit the axis's length then (all of them when they fit).
+returns the matplotlib Figure (the root figure of given axes in a SubFigure); pass ``ax`` (or ``axes``) to draw
+into existing axes (their figure gets matplotlib's constrained layout if it has no layout engine, so that what is
+drawn outside the axes fits in it). Tick labels that would overlap are thinned when the figure is drawn, to those
+that fit the axis's length then (all of them when they fit).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_int, check_matrix
+from ._validation import check_int, check_matrix, string_names
 
 __all__ = ["block_label", "plot_biclusters", "plot_k_trace", "plot_membership", "plot_theta"]
 
@@ -30,6 +32,9 @@ _LEGEND_ROW_INCHES = 0.175
 # The heatmap legend's entries (font size 8) take about 2.7 inches each: two columns from this width, else
 # one.
 _TWO_LEGEND_COLUMNS_INCHES = 6.0
+# The thickness (points) of a bicluster's line in the heatmap's strips, which holds its number (font size 6;
+# two digits take 1.4 times it across the row strip).
+_STRIP_POINTS = 9.0
 # Lines between clusters on the heatmap.
 _SEPARATOR_COLOR = "0.6"
 
@@ -61,12 +66,20 @@ def _closing_its_figure_on_error(plot):
 
 
 def _new_axes(ax, figsize, ncols=1):
-    """``(figure, axes)``: the given axes, or new ones on a new figure."""
+    """``(figure, axes)``: the given axes, or new ones on a new figure. ``figure`` is the one the axes are drawn
+    in (a SubFigure for axes of one); the functions return its root (``figure.figure``), the one saved.
+
+    A root figure without a layout engine (``plt.subplots()``'s) is given matplotlib's constrained layout, which
+    makes room for what the plots draw outside their axes (the heatmap's strips, title and legend, colour bars):
+    without it they were cut off at the figure's edge."""
     if ax is not None:
         axes = np.atleast_1d(ax)
         if axes.size != ncols:
             raise ValueError(f"expected {ncols} axes, got {axes.size}")
-        return axes.flat[0].figure, list(axes.flat) if ncols > 1 else axes.flat[0]
+        figure = axes.flat[0].figure
+        if figure.figure.get_layout_engine() is None:
+            figure.figure.set_layout_engine("constrained")
+        return figure, list(axes.flat) if ncols > 1 else axes.flat[0]
     figure, axes = _pyplot().subplots(1, ncols, figsize=figsize, layout="constrained")
     return figure, (list(axes) if ncols > 1 else axes)
 
@@ -271,6 +284,7 @@ def plot_biclusters(
     max_bins=2000,
     max_biclusters=10,
     cmap="Greys",
+    vmax=None,
     figsize=(9.0, 6.5),
     title=None,
     side_names=("row", "column"),
@@ -284,11 +298,13 @@ def plot_biclusters(
     is shown as ``max_bins`` bins of consecutive sorted positions, each the mean count of its cells, computed on
     the sparse matrix (never densified).
 
-    Bicluster b (``model.rows_[b]`` x ``model.columns_[b]``) gets its own colour. Its members may be scattered
-    after sorting (a row can belong to several biclusters), so it is drawn twice: strips above and to the right of
-    the heatmap mark every member column and row, and the heatmap outlines each block formed by a contiguous run of
-    its sorted rows and one of its sorted columns, for runs of at least 1% of the axis (runs closer than one bin
-    are joined).
+    Bicluster b (``model.rows_[b]`` x ``model.columns_[b]``) gets its own colour, the same however many are
+    marked. Its members may be scattered after sorting (a row can belong to several biclusters), so it is drawn
+    twice: strips above and to the right of the heatmap mark every member column and row, and the heatmap
+    outlines each block formed by a contiguous run of its sorted rows and one of its sorted columns, for runs of
+    at least 1% of the axis, or its longest run on a side where none is that long (runs closer than one bin are
+    joined). A block outlined by several biclusters is drawn in dashes of their colours in turn. Bins that
+    share a pixel are averaged when drawn (matplotlib's antialiasing).
 
     Ticks name the clusters at their centres (the widest first where not all fit), or the rows (columns) when
     there are at most 100 and ``row_names`` (``column_names``) are given.
@@ -301,13 +317,18 @@ def plot_biclusters(
     model : fitted CDP (or any object with row_labels_, column_labels_, rows_, columns_)
     ax : matplotlib Axes, optional
     row_names, column_names : sequence of str, optional
-        Tick labels when at most 100 are shown; otherwise the ticks name the clusters.
+        Tick labels when at most 100 are shown, in place of the cluster numbers (the separators still part the
+        clusters); otherwise the ticks name the clusters. Default: a DataFrame's index and columns when they
+        are str.
     max_bins : int
         Most image rows/columns drawn per axis.
     max_biclusters : int or None, default=10
-        Most biclusters marked: the first ones, which for CDP are the strongest (past about ten, outlines hide
+        Most biclusters marked: the first ones, which for CDP are the strongest (past about ten, outlines crowd
         each other). None: all.
     cmap : str or matplotlib Colormap
+    vmax : float, optional
+        The count (mean count per bin) at which the colour saturates, for a scale not set by a few extreme
+        counts (``vmax=np.quantile(X.data, 0.999)`` on sparse counts, say); the default is the largest shown.
     figsize : (float, float) or None
         Size of a new figure (inches; None: matplotlib's default); it grows taller by the legend's rows past
         five.
@@ -326,6 +347,9 @@ def plot_biclusters(
     -------
     matplotlib.figure.Figure
     """
+    if hasattr(X, "index") and hasattr(X, "columns"):  # a DataFrame's names, unless given
+        row_names = string_names(X.index) if row_names is None else row_names
+        column_names = string_names(X.columns) if column_names is None else column_names
     X = check_matrix(X)
     if (X.data if sp.issparse(X) else X).min(initial=0.0) < 0:
         raise ValueError("X has negative values: the heatmap draws log(1 + value), for counts or other "
@@ -352,6 +376,10 @@ def plot_biclusters(
     if max_biclusters is not None:
         max_biclusters = check_int(max_biclusters, "max_biclusters", minimum=1)
     max_bins = check_int(max_bins, "max_bins", minimum=1)
+    if vmax is not None and (isinstance(vmax, (bool, np.bool_))
+                             or not isinstance(vmax, (int, float, np.integer, np.floating))
+                             or not (np.isfinite(vmax) and vmax > 0)):
+        raise ValueError(f"vmax must be a count > 0, got {vmax!r}")
     for names, size, what in ((row_names, n_rows, "row"), (column_names, n_cols, "column")):
         if names is not None and len(names) != size:
             raise ValueError(f"{len(names)} {what} names for the {size} {what}s of X")
@@ -383,9 +411,9 @@ def plot_biclusters(
     binned = _bin_matrix(n_rows, row_order, max_bins) @ X @ _bin_matrix(n_cols, column_order, max_bins).T
     image = np.log1p(binned.toarray() if sp.issparse(binned) else np.asarray(binned))
     is_binned = n_rows > max_bins or n_cols > max_bins
-    shown = ax.imshow(
-        image, cmap=cmap, aspect="auto", interpolation="nearest", extent=(0, n_cols, n_rows, 0), vmin=0.0
-    )
+    # matplotlib's antialiasing averages the bins that share a pixel ("nearest" showed one of them: moiré)
+    shown = ax.imshow(image, cmap=cmap, aspect="auto", interpolation="antialiased", interpolation_stage="data",
+                      extent=(0, n_cols, n_rows, 0), vmin=0.0, vmax=None if vmax is None else np.log1p(vmax))
     sorted_row_labels = row_labels[row_order]
     sorted_column_labels = column_labels[column_order]
     # grey: seen on the colormap's light zero (most cells of sparse counts) and on its dark blocks
@@ -394,7 +422,8 @@ def plot_biclusters(
     for position in _cluster_boundaries(sorted_column_labels):
         ax.axvline(position, color=_SEPARATOR_COLOR, linewidth=0.8)
 
-    colorbar = figure.colorbar(shown, fraction=0.04, **colorbar_place)
+    saturated = vmax is not None and image.max(initial=0.0) > np.log1p(vmax)
+    colorbar = figure.colorbar(shown, fraction=0.04, extend="max" if saturated else "neither", **colorbar_place)
     colorbar.set_label("log(1 + mean count per bin)" if is_binned else "log(1 + count)")
     if n_biclusters:
         _draw_biclusters(
@@ -432,7 +461,7 @@ def plot_biclusters(
         figure.suptitle(title, wrap=True)
     else:
         (ax if column_strip is None else column_strip).set_title(title)
-    return figure
+    return figure.figure
 
 
 def _below_x_axis(ax):
@@ -455,10 +484,16 @@ def _heatmap_axes(ax, figsize, n_biclusters):
     """``(figure, heatmap axes, column strip, row strip, colourbar placement)``; no strips without biclusters.
 
     On a new figure the strips are grid cells above and right of the heatmap (so the layout makes room for
-    them); in given axes they are insets outside its right and top edges.
+    them); in given axes they are insets outside its right and top edges. Each bicluster's line in a strip is
+    ``_STRIP_POINTS`` thick, for its number, the strip up to a quarter of the heatmap's size.
     """
-    strip_height = min(0.04 * n_biclusters, 0.2)  # relative to the heatmap's height and width
-    strip_width = min(0.025 * n_biclusters, 0.12)
+    if ax is None:  # the heatmap's size (inches), roughly: the figure's less its title, labels and colour bar
+        width, height = max(figsize[0] - 2.2, 1.0), max(figsize[1] - 2.5, 1.0)
+    else:
+        width, height = ax.bbox.width / ax.figure.dpi, ax.bbox.height / ax.figure.dpi
+    # relative to the heatmap's height and width
+    strip_height = min(n_biclusters * _STRIP_POINTS / 72 / height, 0.25)
+    strip_width = min(n_biclusters * _STRIP_POINTS * (1 if n_biclusters <= 10 else 1.4) / 72 / width, 0.25)
     if ax is None:
         figure = _pyplot().figure(figsize=figsize, layout="constrained")
         if not n_biclusters:
@@ -476,13 +511,25 @@ def _heatmap_axes(ax, figsize, n_biclusters):
     return ax.figure, ax, column_strip, row_strip, {"ax": ax, "pad": 0.02 + strip_width}
 
 
-def _bicluster_colors(n_biclusters):
-    """Up to ten biclusters: tab10; more: the 60 colours of tab20, tab20b and tab20c (distinct up to 60, then
-    repeated: the strips' numbers tell those apart)."""
+def _bicluster_colors():
+    """Bicluster b's colour is entry b (cycled past 54): the nine strong colours of tab10 first (its grey, which
+    the cluster separators use, left out) and tab20b's dark blue, then tab20's light shades and the other
+    colours of tab20b and tab20c but their greys; one bicluster keeps its colour however many are marked."""
     colormaps = _pyplot().colormaps
-    if n_biclusters <= 10:
-        return colormaps["tab10"].colors
-    return colormaps["tab20"].colors + colormaps["tab20b"].colors + colormaps["tab20c"].colors
+    strong = [color for i, color in enumerate(colormaps["tab10"].colors) if i != 7] + [colormaps["tab20b"].colors[0]]
+    light = [color for i, color in enumerate(colormaps["tab20"].colors) if i % 2 and i != 15]
+    return strong + light + list(colormaps["tab20b"].colors[1:]) + list(colormaps["tab20c"].colors[:16])
+
+
+def _outlines(row_runs, column_runs, n_rows, n_cols):
+    """The blocks ``(r0, r1, c0, c1)`` outlined for one bicluster: each run of at least 1% of its axis in its
+    sorted rows by each in its sorted columns, or, where it has none on a side, its longest run there (every
+    bicluster marked is outlined somewhere, a few genes of a single-cell fit too)."""
+    def outlined(runs, n):
+        large = [run for run in runs if run[1] - run[0] >= 0.01 * n]
+        return large or sorted(runs, key=lambda run: run[0] - run[1])[:1]
+
+    return [(r0, r1, c0, c1) for r0, r1 in outlined(row_runs, n_rows) for c0, c1 in outlined(column_runs, n_cols)]
 
 
 def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, blocks, max_bins, side_names):
@@ -496,8 +543,9 @@ def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, b
     n_biclusters, n_rows = sorted_rows.shape
     n_cols = sorted_columns.shape[1]
     row, column = side_names
-    colors = _bicluster_colors(n_biclusters)
+    colors = _bicluster_colors()
     row_gap, column_gap = -(-n_rows // max_bins), -(-n_cols // max_bins)
+    outlines = {}  # block -> the biclusters outlining it
     for b in range(n_biclusters):
         color = colors[b % len(colors)]
         row_runs = _merge_close_runs(_runs(sorted_rows[b]), row_gap)
@@ -528,16 +576,17 @@ def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, b
         label = f"bicluster {b}: {_counted(sorted_rows[b].sum(), row)} x {_counted(sorted_columns[b].sum(), column)}"
         if blocks[b] is not None:
             label += f" {blocks[b]}"
-        large_row_runs = [run for run in row_runs if run[1] - run[0] >= 0.01 * n_rows]
-        large_column_runs = [run for run in column_runs if run[1] - run[0] >= 0.01 * n_cols]
-        for r0, r1 in large_row_runs:
-            for c0, c1 in large_column_runs:
-                ax.add_patch(
-                    Rectangle(
-                        (c0, r0), c1 - c0, r1 - r0, fill=False, edgecolor=color, linewidth=2.0, zorder=3
-                    )
-                )
+        for block in _outlines(row_runs, column_runs, n_rows, n_cols):
+            outlines.setdefault(block, []).append(b)
         ax.plot([], [], color=color, linewidth=6, label=label)
+    # A block that several biclusters outline (an item's run shared by biclusters of one cluster) is drawn in
+    # dashes of their colours in turn, where one solid outline would hide the others.
+    dash = 4.0
+    for (r0, r1, c0, c1), outlining in outlines.items():
+        for turn, b in enumerate(outlining):
+            style = "-" if len(outlining) == 1 else (turn * dash, (dash, dash * (len(outlining) - 1)))
+            ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, fill=False, edgecolor=colors[b % len(colors)],
+                                   linewidth=2.0, linestyle=style, zorder=3))
     column_strip.set_ylim(n_biclusters, 0)
     column_strip.tick_params(axis="x", bottom=False, labelbottom=False)
     # upright: clear of the heatmap's own label below it
@@ -604,7 +653,7 @@ def plot_k_trace(model, axes=None, *, figsize=(10.0, 4.0), side_names=("row", "c
             getattr(model, f"{side}_k_posterior_", None),
             name,
         )
-    return figure
+    return figure.figure
 
 
 @_closing_its_figure_on_error
@@ -676,7 +725,7 @@ def plot_theta(
     ax.set_xlabel(f"{column} cluster l")
     ax.set_ylabel(f"{row} cluster k")
     ax.set_title(f"θ: joint probability of {row} and {column} clusters ({n_row_clusters} x {n_column_clusters})")
-    return figure
+    return figure.figure
 
 
 def _plot_one_membership(ax, membership, labels, side, what, max_bins):
@@ -753,4 +802,4 @@ def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0), side
     figure.colorbar(shown, ax=[row_ax, column_ax], fraction=0.04, pad=0.02).set_label(
         "membership (share of tokens)"
     )
-    return figure
+    return figure.figure

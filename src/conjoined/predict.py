@@ -26,21 +26,18 @@ elsewhere comes back elsewhere. The likelihoods:
   of one topic read alike), from the partition's hard labels (the EM holds the profiles and re-estimates the
   shares).
 
-``dispersion`` is the fitted items' over-dispersion within their clusters (Pearson's statistic over its degrees
-of freedom, pooled over both sides, 1 unless it exceeds them by five of its standard deviations): around their
-clusters' profiles when either side is read by profile (the merges' dispersion), around the Poisson block
-model's expected counts when both sides are Poisson (:func:`_poisson_dispersion`; 1 on Poisson simulations,
-and before the fifty-third development session 1 on any counts, which left over-dispersed items' probabilities
-near 0 or 1). Real counts vary far beyond
-multinomial noise, and their full log-likelihood would make every probability 0 or 1: the log posterior is
-tempered by the dispersion, which keeps each item's most probable cluster (the EM's decision, made at the full
-likelihood) and weighs the confidence in it at what the fitted items show a count's evidence is worth. (Tempering
-the likelihood alone, a quasi-likelihood posterior, also flattens it against the weights, and moved fitted items
-to larger clusters than the fit chose: 74 of 765 genes of pbmc68k_reduced's half fit in
+``dispersion`` is the fitted items' over-dispersion within their clusters (Pearson's statistic over its degrees of
+freedom, pooled over both sides, 1 unless it exceeds them by five of its standard deviations): around their
+clusters' profiles when either side is read by profile (the merges' dispersion), around the Poisson block model's
+expected counts when both sides are Poisson (:func:`_poisson_dispersion`; 1 on Poisson simulations). Real counts
+vary far beyond multinomial noise, and their full log-likelihood would make every probability 0 or 1: the log
+posterior is tempered by the dispersion, which keeps each item's most probable cluster (the EM's decision, made at
+the full likelihood) and weighs the confidence in it at what the fitted items show a count's evidence is worth.
+(Tempering the likelihood alone, a quasi-likelihood posterior, also flattens it against the weights, and moved
+fitted items to larger clusters than the fit chose: 74 of 765 genes of pbmc68k_reduced's half fit in
 ``benchmarks/predict_new_items.py --pbmc``; a classifier saved before, pickled with a model or stored in an
-AnnData, is read as it was made: ``SideClassifier.weights_tempered`` False.) Clusters whose
-blocks are alike (none heavy) cannot be told apart, and get probabilities in proportion to their sizes (to the
-power 1 / dispersion).
+AnnData, is read as it was made: ``SideClassifier.weights_tempered`` False.) Clusters whose blocks are alike (none
+heavy) cannot be told apart, and get probabilities in proportion to their sizes (to the power 1 / dispersion).
 
 Everything the classifier needs is a few (K, L) arrays fitted once, with the model (:func:`side_classifiers`).
 """
@@ -61,8 +58,8 @@ __all__ = ["SideClassifier", "cluster_probabilities", "label_probabilities", "mo
 class SideClassifier(NamedTuple):
     """How an item of one side is classified, from its counts ``x`` (L,) over the other side's clusters:
     ``log p(k | x) = (x @ log_rates[k] - exposure[k] + log_weights[k]) / dispersion + const`` (``log_weights[k]``
-    outside the brackets where ``weights_tempered`` is False: a classifier saved before the fifty-second
-    development session, read as it was made).
+    outside the brackets where ``weights_tempered`` is False: a classifier saved by a version of conjoined
+    that did not temper the weights, read as it was made).
 
     log_rates : ndarray, shape (K, L)
         Poisson: the log density of block (k, l) per cell; multinomial: the log share of cluster k's counts in l.
@@ -132,7 +129,7 @@ def _poisson_dispersion(X, labels, models):
     standard deviations under Poisson counts (``sqrt(sum (2 + 1 / mu))``: sparse counts vary more). Poisson
     simulations give 1; over-dispersed counts more, and without it nearly every new item's probability was 0 or
     1 (on negative-binomial draws of case 2, those at 0.99 or more in their true block 91% of the time, those at
-    0.95-0.99 59%: docs/results.md, fifty-third session).
+    0.95-0.99 59%: docs/results.md, "New items' probabilities tempered with both sides Poisson").
 
     ``labels``: (row labels (n_rows,), column labels (n_cols,)), -1 for items set aside; ``models``: the rows'
     and the columns' :class:`conjoined.refine.SideModel` (Poisson)."""
@@ -144,8 +141,12 @@ def _poisson_dispersion(X, labels, models):
         present = n_other > 0
         counts = _counts_over_clusters(side, other, n_clusters_other)[labelled][:, present]
         expected = (np.exp(model.log_rates) * n_other)[own[labelled]][:, present]
-        statistic += float(((counts - expected) ** 2 / expected).sum())
-        variance += float((2 + 1 / expected).sum())
+        # a cell expected to hold next to nothing (a block of a zero background) has an unbounded variance: the
+        # sum overflows to inf, and the statistic cannot show over-dispersion (1)
+        possible = expected > 0
+        with np.errstate(over="ignore"):
+            statistic += float(((counts - expected)[possible] ** 2 / expected[possible]).sum())
+            variance += float((2 + 1 / expected[possible]).sum())
         degrees += (int(labelled.sum()) - np.unique(own[labelled]).size) * int(present.sum())
     return _evidenced_dispersion(statistic, degrees, np.sqrt(variance))
 
