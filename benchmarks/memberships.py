@@ -62,7 +62,7 @@ def main(argv=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # all-zero documents are set aside
         model.fit(data.data)
-    rows, columns = model.block_row_labels_, model.block_column_labels_
+    rows, columns = model.row_labels_, model.column_labels_
     documents = columns >= 0
     print(f"20 Newsgroups, configuration {args.config!r}, seed {args.seed}: fitted in "
           f"{time.perf_counter() - start:.1f} s, {model.n_row_clusters_} x {model.n_column_clusters_} clusters, "

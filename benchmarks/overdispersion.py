@@ -2,13 +2,13 @@
 
 ``make_marques_like`` draws genes x cells (negative-binomial noise of size 0.5, lognormal gene depths, 20 gene
 modules, module k raised eight-fold in cell type k mod 13). Each draw is fitted by
-``CDP(row_likelihood="multinomial", column_likelihood="multinomial")`` with ``dispersion="none"`` (the
-mixtures' likelihoods as they are) and ``dispersion="auto"`` (the conjoined rounds after the first divide the
-over-dispersed features of a multinomial side by their dispersion). For each fit it prints the cell and gene
-clusters of the mixtures (``column_labels_``, ``row_labels_``), their adjusted Rand index against the 13 cell
+``CDP(row_likelihood="multinomial", column_likelihood="multinomial")`` with ``dispersion="none"`` (the mixtures'
+likelihoods as they are) and ``dispersion="auto"`` (the conjoined rounds after the first divide the over-dispersed
+features of a multinomial side by their dispersion). For each fit it prints the cell and gene clusters of the
+mixtures (``mixture_column_labels_``, ``mixture_row_labels_``), their adjusted Rand index against the 13 cell
 types and the 13 distinct gene patterns (modules k and k + 13 are raised in the same cell type), the same for the
-refined partitions the biclusters are read from (``block_column_labels_``, ``block_row_labels_``), the mean
-Jaccard of the biclusters against the 13 true ones (``conjoined.metrics.jaccard_score``) and the fit's time.
+refined partitions the biclusters are read from (``column_labels_``, ``row_labels_``), the mean Jaccard of the
+biclusters against the 13 true ones (``conjoined.metrics.jaccard_score``) and the fit's time.
 
     python benchmarks/overdispersion.py [--draws 3] [--shape 2000 800]
 """
@@ -41,8 +41,8 @@ def main(argv=None):
                         random_state=seed).fit(X)
             seconds = time.perf_counter() - start
             columns = []
-            for labels, truth_labels in ((model.column_labels_, cells), (model.block_column_labels_, cells),
-                                         (model.row_labels_, patterns), (model.block_row_labels_, patterns)):
+            for labels, truth_labels in ((model.mixture_column_labels_, cells), (model.column_labels_, cells),
+                                         (model.mixture_row_labels_, patterns), (model.row_labels_, patterns)):
                 columns += [np.unique(labels[labels >= 0]).size, adjusted_rand_score(truth_labels, labels)]
             print(f"{seed:4d}  {dispersion:>10}  {columns[0]:13d}  {columns[1]:8.3f}  {columns[2]:13d}"
                   f"  {columns[3]:11.3f}  {columns[4]:13d}  {columns[5]:8.3f}  {columns[6]:13d}  {columns[7]:11.3f}"

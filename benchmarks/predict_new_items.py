@@ -90,8 +90,8 @@ def calibration(case, replicates, size=None):
             (X, rows, columns), (new, _, _) = (overdispersed_case(case, s, size) for s in (seed, seed + 1000))
         model = CDP(random_state=seed).fit(X)
         for truth, fitted, classifier, items in (
-                (rows, model.block_row_labels_, model.row_classifier_, new),
-                (columns, model.block_column_labels_, model.column_classifier_, new.T)):
+                (rows, model.row_labels_, model.row_classifier_, new),
+                (columns, model.column_labels_, model.column_classifier_, new.T)):
             blocks = block_of_each_item(truth)
             for kind, used in (("tempered", classifier), ("untempered", classifier._replace(dispersion=1.0))):
                 by_block = block_probabilities(cluster_probabilities(used, items), fitted, blocks,
@@ -119,7 +119,7 @@ def newsgroups(path):
         start = time.perf_counter()
         labels = model.predict_columns(X[:, held_out])
         predict_time = time.perf_counter() - start
-        own = model.block_column_labels_
+        own = model.column_labels_
         print(f"20 Newsgroups, CDP({', '.join(f'{k}={v!r}' for k, v in params.items())}): "
               f"{model.n_column_clusters_} document clusters; NMI against the families, fitted half "
               f"{normalized_mutual_info_score(groups[fitted][own >= 0], own[own >= 0]):.3f}, held-out half "

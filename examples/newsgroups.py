@@ -123,7 +123,7 @@ def run_configuration(name, data, n_iter, seed, outdir):
     print(heavy_bicluster_table(model, data.row_names, data.column_groups, data.group_names))
 
     # the document clusters the biclusters are read from (the mixture's, refined), whose indices they name
-    labels = model.block_column_labels_
+    labels = model.column_labels_
     print("\n--- document clusters: newsgroup make-up (percent of the cluster)")
     print(document_cluster_table(labels, data.column_groups, data.group_names))
     assigned = labels >= 0

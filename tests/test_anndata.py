@@ -48,16 +48,16 @@ def test_results_match_the_estimator(planted):
     assert list(cells.cat.categories) == [str(l) for l in range(model.n_column_clusters_)]
     assert list(genes.cat.categories) == [str(k) for k in range(model.n_row_clusters_)]
     # the clusters whose topics the memberships are: the partitions the biclusters are read from
-    np.testing.assert_array_equal(cells.cat.codes, model.block_column_labels_)
-    np.testing.assert_array_equal(genes.cat.codes, model.block_row_labels_)
+    np.testing.assert_array_equal(cells.cat.codes, model.column_labels_)
+    np.testing.assert_array_equal(genes.cat.codes, model.row_labels_)
     np.testing.assert_array_equal(adata.obsm["cdp_membership"], model.column_membership_)
     np.testing.assert_array_equal(adata.varm["cdp_membership"], model.row_membership_)
     np.testing.assert_array_equal(adata.obsm["cdp_biclusters"], model.columns_.T)
     np.testing.assert_array_equal(adata.varm["cdp_biclusters"], model.rows_.T)
     for probability, proba, labels in ((adata.obs["cdp_probability"], model.predict_column_proba(X),
-                                        model.block_column_labels_),
+                                        model.column_labels_),
                                        (adata.var["cdp_probability"], model.predict_row_proba(X),
-                                        model.block_row_labels_)):
+                                        model.row_labels_)):
         np.testing.assert_allclose(probability, proba[np.arange(len(labels)), labels])
 
     stored = adata.uns["cdp"]
@@ -121,8 +121,7 @@ def test_h5ad_round_trip(planted, tmp_path):
 
     view, model = fitted_view(back), _reference_model(X)
     for side in ("row", "column"):
-        for name in (f"{side}_labels_", f"block_{side}_labels_"):
-            np.testing.assert_array_equal(getattr(view, name), getattr(model, f"block_{side}_labels_"))
+        np.testing.assert_array_equal(getattr(view, f"{side}_labels_"), getattr(model, f"{side}_labels_"))
     for name in (
         "rows_",
         "columns_",
@@ -604,11 +603,11 @@ def test_renamed_clusters_are_read_by_their_codes_and_named_in_the_new_items(hal
     assert list(new.obs["cdp_cluster"].cat.categories) == names
     np.testing.assert_array_equal(new.obs["cdp_cluster"].cat.codes, expected.obs["cdp_cluster"].cat.codes)
     np.testing.assert_array_equal(new.obsm["cdp_cluster_probability"], expected.obsm["cdp_cluster_probability"])
-    np.testing.assert_array_equal(fitted_view(reference).row_labels_, model.block_row_labels_)
+    np.testing.assert_array_equal(fitted_view(reference).row_labels_, model.row_labels_)
     # numbered from 1: renamed, read by the codes as well
     reference.var["cdp_cluster"] = reference.var["cdp_cluster"].cat.rename_categories(
         [str(k + 1) for k in range(model.n_row_clusters_)])
-    np.testing.assert_array_equal(fitted_view(reference).row_labels_, model.block_row_labels_)
+    np.testing.assert_array_equal(fitted_view(reference).row_labels_, model.row_labels_)
     np.testing.assert_array_equal(predict_cells(new, reference, copy=True).obsm["cdp_cluster_probability"],
                                   expected.obsm["cdp_cluster_probability"])
     # renamed, then reordered: the codes no longer follow the clusters, which their sizes tell
@@ -623,7 +622,7 @@ def test_renamed_clusters_are_read_by_their_codes_and_named_in_the_new_items(hal
 def test_clusters_renumbered_after_the_fit_are_refused(halves):
     """Numbers swapped (by size, say): read by value, they would name the wrong clusters; their sizes tell."""
     _, reference, model = halves
-    sizes = np.bincount(model.block_column_labels_)
+    sizes = np.bincount(model.column_labels_)
     assert sizes[0] != sizes[1]
     reference.obs["cdp_cluster"] = reference.obs["cdp_cluster"].cat.rename_categories({"0": "1", "1": "0"})
     with pytest.raises(ValueError, match=r"\[7, 5\] items now, \[5, 7\] at the fit\): renumbered"):
@@ -642,11 +641,11 @@ def test_numbered_clusters_are_read_by_value_whatever_the_order_of_the_categorie
         column = getattr(reference, frame)["cdp_cluster"]
         getattr(reference, frame)["cdp_cluster"] = column.cat.reorder_categories(list(column.cat.categories)[::-1])
         np.testing.assert_array_equal(getattr(fitted_view(reference), f"{side}_labels_"),
-                                      getattr(model, f"block_{side}_labels_"))
+                                      getattr(model, f"{side}_labels_"))
     predict_cells(new, reference)
     np.testing.assert_array_equal(new.obs["cdp_cluster"].astype(str), expected.obs["cdp_cluster"].astype(str))
     reference.obs["cdp_cluster"] = reference.obs["cdp_cluster"].astype(str).astype("category")
-    np.testing.assert_array_equal(fitted_view(reference).column_labels_, model.block_column_labels_)
+    np.testing.assert_array_equal(fitted_view(reference).column_labels_, model.column_labels_)
 
     renamed = reference.copy()
     renamed.obs["cdp_cluster"] = reference.obs["cdp_cluster"].cat.rename_categories(

@@ -304,10 +304,10 @@ def test_over_dispersed_cells_are_not_cut_into_pieces():
     params = {"row_likelihood": "multinomial", "column_likelihood": "multinomial", "n_iter": 100, "random_state": 1}
     plain = CDP(dispersion="none", **params).fit(X)
     tempered = CDP(**params).fit(X)
-    assert adjusted_rand_score(cells, plain.column_labels_) < 0.6
-    assert len(np.unique(plain.column_labels_)) >= 16
-    assert adjusted_rand_score(cells, tempered.column_labels_) > 0.85
-    assert len(np.unique(tempered.column_labels_)) <= 10
+    assert adjusted_rand_score(cells, plain.mixture_column_labels_) < 0.6
+    assert len(np.unique(plain.mixture_column_labels_)) >= 16
+    assert adjusted_rand_score(cells, tempered.mixture_column_labels_) > 0.85
+    assert len(np.unique(tempered.mixture_column_labels_)) <= 10
     assert np.all(plain.column_dispersion_ == 1.0) and tempered.column_dispersion_.max() > 2
     assert np.all(plain.row_point_dispersion_ == 1.0)
     # genes' depths differ (lognormal): a gene's share of the dispersion grows with its total, about 1 on average
@@ -318,8 +318,8 @@ def test_over_dispersed_cells_are_not_cut_into_pieces():
     # the refinement reads the genes by profile, whatever their depths (measured: the mixture's 62 gene clusters
     # become 12, ARI 0.87 against the 8 modules; read with the Poisson block model, 31 clusters sorted by
     # depth, ARI 0.31)
-    assert adjusted_rand_score(genes, tempered.block_row_labels_) > 0.8
-    assert len(np.unique(tempered.block_row_labels_)) < 16
+    assert adjusted_rand_score(genes, tempered.row_labels_) > 0.8
+    assert len(np.unique(tempered.row_labels_)) < 16
 
 
 def test_counts_within_multinomial_noise_are_not_tempered():
@@ -330,8 +330,8 @@ def test_counts_within_multinomial_noise_are_not_tempered():
     assert np.all(auto.row_dispersion_ == 1.0) and np.all(auto.column_dispersion_ == 1.0)
     assert np.all(auto.row_point_dispersion_ == 1.0) and np.all(auto.column_point_dispersion_ == 1.0)
     np.testing.assert_array_equal(auto.rows_, none.rows_)
-    np.testing.assert_array_equal(auto.row_labels_, none.row_labels_)
-    np.testing.assert_array_equal(auto.column_labels_, none.column_labels_)
+    np.testing.assert_array_equal(auto.mixture_row_labels_, none.mixture_row_labels_)
+    np.testing.assert_array_equal(auto.mixture_column_labels_, none.mixture_column_labels_)
     paper = CDP(mode="paper", n_iter=20, random_state=0).fit(X)
     assert paper.row_dispersion_ is None and paper.column_point_dispersion_ is None
 
@@ -399,30 +399,49 @@ def test_text_is_refused_not_read_as_numbers():
         CDP().fit([["1", "2"], ["3", "4"]])
 
 
-def test_refine_works_on_block_labels_and_leaves_the_mixtures_labels():
+def test_refine_works_on_the_mixtures_labels_and_leaves_them():
     X, _, _ = make_cdp_case(2, random_state=0, shuffle=True)
     plain = CDP(refine=False, random_state=0).fit(X)
-    np.testing.assert_array_equal(plain.block_row_labels_, plain.row_labels_)
-    np.testing.assert_array_equal(plain.block_column_labels_, plain.column_labels_)
+    np.testing.assert_array_equal(plain.mixture_row_labels_, plain.row_labels_)
+    np.testing.assert_array_equal(plain.mixture_column_labels_, plain.column_labels_)
     refined = CDP(random_state=0).fit(X)
-    np.testing.assert_array_equal(refined.row_labels_, plain.row_labels_)
-    np.testing.assert_array_equal(refined.column_labels_, plain.column_labels_)
+    np.testing.assert_array_equal(refined.mixture_row_labels_, plain.row_labels_)
+    np.testing.assert_array_equal(refined.mixture_column_labels_, plain.column_labels_)
     for pair, rows, columns in zip(refined.bicluster_pairs_, refined.rows_, refined.columns_):
         # a bicluster holds its block of the refined partitions (and may add overlapping outsiders)
-        assert rows[refined.block_row_labels_ == pair[0]].all()
-        assert columns[refined.block_column_labels_ == pair[1]].all()
+        assert rows[refined.row_labels_ == pair[0]].all()
+        assert columns[refined.column_labels_ == pair[1]].all()
     # The topics are the refined clusters: a row the refinement moved has its tokens in its new cluster's topic
     # (reassigned from the mixtures' partitions they stayed in the old one), and every bicluster's own rows and
     # columns have most of theirs in its topics.
-    moved = np.flatnonzero(refined.row_labels_ != refined.block_row_labels_)
+    moved = np.flatnonzero(refined.mixture_row_labels_ != refined.row_labels_)
     assert moved.size
-    np.testing.assert_array_equal(refined.row_membership_[moved].argmax(axis=1), refined.block_row_labels_[moved])
+    np.testing.assert_array_equal(refined.row_membership_[moved].argmax(axis=1), refined.row_labels_[moved])
     for b in range(refined.n_biclusters_):
         for (members, membership), labels, clusters in zip(
                 conjoined.cdp.bicluster_members(refined, b),
-                (refined.block_row_labels_, refined.block_column_labels_),
+                (refined.row_labels_, refined.column_labels_),
                 (refined.bicluster_row_clusters_[b], refined.bicluster_column_clusters_[b])):
             assert (membership[clusters[labels[members]]] > 0.5).all()
+
+
+def test_a_model_pickled_when_row_labels_were_the_mixtures_reads_as_today():
+    """A CDP pickled when ``row_labels_`` held the mixtures' partitions and ``block_row_labels_`` the refined
+    ones unpickles with the refined partitions as ``row_labels_`` and the mixtures' as ``mixture_row_labels_``."""
+    X, _, _ = make_cdp_case(2, random_state=0, shuffle=True)
+    model = CDP(random_state=0, n_iter=40).fit(X)
+    state = model.__getstate__()
+    for side in ("row", "column"):
+        state[f"block_{side}_labels_"] = state.pop(f"{side}_labels_")
+        state[f"{side}_labels_"] = state.pop(f"mixture_{side}_labels_")
+    old = CDP.__new__(CDP)
+    old.__setstate__(state)
+    for side in ("row", "column"):
+        np.testing.assert_array_equal(getattr(old, f"{side}_labels_"), getattr(model, f"{side}_labels_"))
+        np.testing.assert_array_equal(getattr(old, f"mixture_{side}_labels_"),
+                                      getattr(model, f"mixture_{side}_labels_"))
+        assert not hasattr(old, f"block_{side}_labels_")
+    np.testing.assert_array_equal(old.predict_rows(X), model.row_labels_)
 
 
 def test_topics_are_the_refined_clusters_that_have_members():
@@ -430,12 +449,12 @@ def test_topics_are_the_refined_clusters_that_have_members():
     # 10 x 6 before the fiftieth session's warm-up splits); the refinement merges them to 2 x 2.
     X, _, _ = make_cdp_case(1, random_state=0, shuffle=True)
     model = CDP(mode="paper", random_state=0).fit(X)
-    assert model.row_labels_.max() + 1 > 4 and model.column_labels_.max() + 1 > 4
+    assert model.mixture_row_labels_.max() + 1 > 4 and model.mixture_column_labels_.max() + 1 > 4
     assert (model.n_row_clusters_, model.n_column_clusters_) == (2, 2)
     assert model.theta_.shape == (2, 2) and model.token_counts_.n_kl.sum() == X.sum()
     assert model.row_membership_.shape == (50, 2) and model.phi_columns_.shape == (50, 2)
     assert model.bicluster_row_clusters_.shape == (model.n_biclusters_, 2)
-    for labels, n_clusters in ((model.block_row_labels_, 2), (model.block_column_labels_, 2)):
+    for labels, n_clusters in ((model.row_labels_, 2), (model.column_labels_, 2)):
         assert np.bincount(labels, minlength=n_clusters).min() > 0
 
 
@@ -479,8 +498,8 @@ def test_a_larger_min_size_drops_small_biclusters_and_keeps_the_partitions():
     X, _, _ = make_cdp_case(3, random_state=7, shuffle=True)
     default = CDP(random_state=0).fit(X)
     larger = CDP(random_state=0, min_size=6).fit(X)
-    np.testing.assert_array_equal(larger.block_row_labels_, default.block_row_labels_)
-    np.testing.assert_array_equal(larger.block_column_labels_, default.block_column_labels_)
+    np.testing.assert_array_equal(larger.row_labels_, default.row_labels_)
+    np.testing.assert_array_equal(larger.column_labels_, default.column_labels_)
     kept = [b for b in range(default.n_biclusters_) if min(map(len, default.get_indices(b))) >= 6]
     assert len(kept) == 3 < default.n_biclusters_
     np.testing.assert_array_equal(larger.rows_, default.rows_[kept])
@@ -649,7 +668,7 @@ def test_holdout_sets_aside_items_left_without_counts_to_fit_on():
         model = CDP(random_state=0, holdout=0.5).fit(X)
     aside = model.row_labels_[:20] == -1
     assert 0 < aside.sum() < 20
-    np.testing.assert_array_equal(model.block_row_labels_[:20] == -1, aside)
+    np.testing.assert_array_equal(model.mixture_row_labels_[:20] == -1, aside)
     assert not model.rows_[:, :20][:, aside].any()
     np.testing.assert_array_equal(model.row_membership_[:20][aside], 0.0)
 

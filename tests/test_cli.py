@@ -229,9 +229,9 @@ def test_reference_fit_outputs(reference, planted):
     assert column_memberships.shape[1] == found["n_column_clusters"] + 2
     # each label's probability under the block model, as predict_*_proba gives it for the fitted matrix
     model = CDP(n_iter=30, random_state=0).fit(X)
-    for table, probabilities, labels in ((memberships, model.predict_row_proba(X), model.block_row_labels_),
+    for table, probabilities, labels in ((memberships, model.predict_row_proba(X), model.row_labels_),
                                          (column_memberships, model.predict_column_proba(X),
-                                          model.block_column_labels_)):
+                                          model.column_labels_)):
         np.testing.assert_array_equal(table["label"], labels)
         np.testing.assert_allclose(table["label_probability"], probabilities[np.arange(len(labels)), labels])
     theta = pd.read_csv(reference / "theta.csv", index_col=0)
@@ -424,7 +424,7 @@ def test_predict_classifies_new_columns_and_rows_as_the_estimator_does(reference
     table = pd.read_csv(tmp_path / "q.csv", index_col=0)
     np.testing.assert_allclose(table.iloc[:, :model.n_row_clusters_], model.predict_row_proba(X[[0, 9]]),
                                rtol=1e-12)
-    assert (table.loc["x", "label"], table.loc["y", "label"]) == tuple(model.block_row_labels_[[0, 9]])
+    assert (table.loc["x", "label"], table.loc["y", "label"]) == tuple(model.row_labels_[[0, 9]])
 
 
 def test_predict_refuses_what_it_cannot_match_and_keeps_files(reference, planted, tmp_path, capsys):
@@ -1028,6 +1028,31 @@ def test_plot_reads_a_model_saved_before_biclusters_joined_blocks(reference, tmp
     for side, column in (("row", 0), ("column", 1)):
         masks = getattr(model, f"bicluster_{side}_clusters_")
         np.testing.assert_array_equal([np.flatnonzero(m) for m in masks], model.bicluster_pairs_[:, [column]])
+
+
+@pytest.mark.parametrize("layout", ["block labels", "one partition"])
+def test_plot_reads_a_model_saved_when_row_labels_were_the_mixtures(layout, reference, tmp_path, capsys):
+    """model.npz once held the mixtures' partitions as row_labels_ and the refined ones as block_row_labels_
+    (before that, one partition for both): row_labels_ is read as the refined partition, and the mixtures' as
+    mixture_row_labels_."""
+    outdir = tmp_path / "copy"
+    shutil.copytree(reference, outdir)
+    with np.load(outdir / "model.npz") as saved:
+        arrays = dict(saved)
+    refined = {side: arrays.pop(f"{side}_labels_") for side in ("row", "column")}
+    mixtures = {side: arrays.pop(f"mixture_{side}_labels_") for side in ("row", "column")}
+    for side in ("row", "column"):
+        if layout == "block labels":
+            arrays[f"{side}_labels_"], arrays[f"block_{side}_labels_"] = mixtures[side], refined[side]
+        else:
+            arrays[f"{side}_labels_"] = refined[side]
+    np.savez(outdir / "model.npz", **arrays)
+    assert _run(["plot", outdir], capsys)[0] == 0
+    model = fit_folder._load_model(outdir / "model.npz")
+    for side in ("row", "column"):
+        np.testing.assert_array_equal(getattr(model, f"{side}_labels_"), refined[side])
+        np.testing.assert_array_equal(getattr(model, f"mixture_{side}_labels_"),
+                                      mixtures[side] if layout == "block labels" else refined[side])
 
 
 def test_plot_without_matplotlib_says_how_to_install_it(reference, tmp_path, capsys, monkeypatch):

@@ -376,11 +376,11 @@ def test_outsiders_rarer_in_a_bicluster_than_elsewhere_mostly_stay_out(monkeypat
     dense = X.toarray()
 
     def depleted_outsiders():
-        found = extract_biclusters(X, model.token_counts_, row_labels=model.block_row_labels_,
-                                   column_labels=model.block_column_labels_)
+        found = extract_biclusters(X, model.token_counts_, row_labels=model.row_labels_,
+                                   column_labels=model.column_labels_)
         counts = []
         for rows, columns, clusters in zip(found.rows, found.columns, found.row_clusters):
-            outsiders = rows & ~np.isin(model.block_row_labels_, clusters)
+            outsiders = rows & ~np.isin(model.row_labels_, clusters)
             rarer = dense[:, columns].mean(axis=1) < dense[:, ~columns].mean(axis=1)
             counts.append((outsiders & rarer).sum())
         return sum(counts)

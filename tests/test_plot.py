@@ -144,17 +144,18 @@ def test_biclusters_small(tmp_path, case2):
 
 
 def test_pictures_sort_by_the_partitions_the_biclusters_are_read_from(case2):
-    # a refined partition (block labels) that differs from the mixtures' labels: the heatmap and the membership
+    # a refined partition (row_labels_) that differs from the mixtures' labels: the heatmap and the membership
     # picture sort by it, as theta's topics and the biclusters' (k, l) do
     X, model = case2
     refined = types.SimpleNamespace(**vars(model))
-    refined.block_row_labels_ = np.where(model.row_labels_ < 0, -1, model.row_labels_.max() - model.row_labels_)
-    refined.block_column_labels_ = model.column_labels_.max() - model.column_labels_
+    refined.mixture_row_labels_, refined.mixture_column_labels_ = model.row_labels_, model.column_labels_
+    refined.row_labels_ = np.where(model.row_labels_ < 0, -1, model.row_labels_.max() - model.row_labels_)
+    refined.column_labels_ = model.column_labels_.max() - model.column_labels_
     image = _heatmap(plot_biclusters(X, refined)).images[0].get_array()
-    row_order = np.argsort(np.where(refined.block_row_labels_ < 0, 99, refined.block_row_labels_), kind="stable")
-    column_order = np.argsort(refined.block_column_labels_, kind="stable")
+    row_order = np.argsort(np.where(refined.row_labels_ < 0, 99, refined.row_labels_), kind="stable")
+    column_order = np.argsort(refined.column_labels_, kind="stable")
     np.testing.assert_allclose(image, np.log1p(X[row_order][:, column_order]))
-    labels = refined.block_row_labels_
+    labels = refined.row_labels_
     order = np.lexsort(
         (-model.row_membership_[np.arange(20), np.clip(labels, 0, None)], np.where(labels < 0, 9, labels)))
     np.testing.assert_allclose(plot_membership(refined).axes[0].images[0].get_array(), model.row_membership_[order])

@@ -45,8 +45,8 @@ def test_a_new_rows_probability_is_the_block_models_posterior_by_hand():
 def test_fitted_items_are_classified_as_the_fit_classified_them():
     X, _, _ = make_cdp_case(2, random_state=3, shuffle=True)
     model = CDP(random_state=0).fit(X)
-    np.testing.assert_array_equal(model.predict_rows(X), model.block_row_labels_)
-    np.testing.assert_array_equal(model.predict_columns(X), model.block_column_labels_)
+    np.testing.assert_array_equal(model.predict_rows(X), model.row_labels_)
+    np.testing.assert_array_equal(model.predict_columns(X), model.column_labels_)
     probabilities = model.predict_row_proba(X)
     assert probabilities.shape == (X.shape[0], model.n_row_clusters_)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0)
@@ -60,11 +60,11 @@ def test_over_dispersed_items_read_by_profile_come_back_in_their_clusters():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 60 iterations: mixtures not settled
         model = CDP(random_state=0, n_iter=60, row_likelihood="multinomial", column_likelihood="multinomial").fit(X)
-    np.testing.assert_array_equal(model.predict_rows(X), model.block_row_labels_)
-    np.testing.assert_array_equal(model.predict_columns(X), model.block_column_labels_)
+    np.testing.assert_array_equal(model.predict_rows(X), model.row_labels_)
+    np.testing.assert_array_equal(model.predict_columns(X), model.column_labels_)
     classifier = model.row_classifier_
     assert classifier.dispersion > 1.3
-    rows, columns = model.block_row_labels_, model.block_column_labels_
+    rows, columns = model.row_labels_, model.column_labels_
     em = side_model(sp.csr_matrix(X, dtype=np.float64), rows, columns, z_min=None, min_size=None,
                     likelihood="multinomial", axis=0)
     np.testing.assert_array_equal(em.labels, rows)  # the refined partition is the EM's fixed point
@@ -130,8 +130,8 @@ def test_new_items_of_a_fresh_draw_go_to_their_true_blocks(case, seed):
     X, rows, columns = make_cdp_case(case, random_state=seed)
     new, _, _ = make_cdp_case(case, random_state=seed + 1)
     model = CDP(random_state=0).fit(X)
-    for truth, fitted, predicted in ((rows, model.block_row_labels_, model.predict_rows(new)),
-                                     (columns, model.block_column_labels_, model.predict_columns(new))):
+    for truth, fitted, predicted in ((rows, model.row_labels_, model.predict_rows(new)),
+                                     (columns, model.column_labels_, model.predict_columns(new))):
         for block in truth:  # the fitted items of a block are one cluster; the new ones join it
             assert len(set(fitted[block])) == 1
             assert set(predicted[block]) == set(fitted[block])
@@ -151,7 +151,7 @@ def test_over_dispersed_poisson_sides_temper_the_probabilities():
     means = np.where(marked, 2000 / marked.sum(), 2000 / (~marked).sum())
     X = rng.poisson(rng.gamma(5.0, means / 5.0)).astype(np.float64)
     model = CDP(random_state=0).fit(X)
-    row_labels, column_labels = model.block_row_labels_, model.block_column_labels_
+    row_labels, column_labels = model.row_labels_, model.column_labels_
     labels = (row_labels, column_labels)
     models = [side_model(sp.csr_matrix(X), row_labels, column_labels, z_min=None, min_size=None,
                          likelihood="poisson", axis=axis) for axis in (0, 1)]
@@ -177,11 +177,11 @@ def test_a_column_read_by_profile_is_classified_whatever_its_depth():
     X, _, _ = make_cdp_case(3, random_state=0, shuffle=True)
     model = CDP(random_state=0, column_likelihood="multinomial").fit(X)
     labels = model.predict_columns(X)
-    np.testing.assert_array_equal(labels, model.block_column_labels_)
+    np.testing.assert_array_equal(labels, model.column_labels_)
     np.testing.assert_array_equal(model.predict_columns(3 * X), labels)
     # read with the Poisson likelihood, a column three times as deep is another column
     poisson = CDP(random_state=0).fit(X)
-    assert not np.array_equal(poisson.predict_columns(3 * X), poisson.block_column_labels_)
+    assert not np.array_equal(poisson.predict_columns(3 * X), poisson.column_labels_)
 
 
 def test_sparse_dense_pickled_and_one_item_at_a_time_agree():
@@ -238,14 +238,14 @@ def test_blocks_over_a_zero_background_fit_without_numpy_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         model = CDP(random_state=0).fit(X)
     assert model.n_biclusters_ == 3 and model.row_classifier_.dispersion == 1.0
-    np.testing.assert_array_equal(model.predict_rows(X), model.block_row_labels_)
+    np.testing.assert_array_equal(model.predict_rows(X), model.row_labels_)
 
 
 def test_new_rows_with_other_column_names_are_refused():
     X, _, _ = make_cdp_case(3, random_state=0)
     frame = pd.DataFrame(X, columns=[f"doc{j}" for j in range(50)])
     model = CDP(random_state=0).fit(frame)
-    np.testing.assert_array_equal(model.predict_rows(frame), model.block_row_labels_)
+    np.testing.assert_array_equal(model.predict_rows(frame), model.row_labels_)
     with pytest.raises(ValueError, match="feature names"):
         model.predict_rows(frame.rename(columns={"doc0": "other"}))
 
@@ -256,7 +256,7 @@ def test_new_columns_with_other_row_names_are_refused():
     frame = pd.DataFrame(X, index=words)
     model = CDP(random_state=0).fit(frame)
     np.testing.assert_array_equal(model.row_names_in_, words)
-    np.testing.assert_array_equal(model.predict_columns(frame), model.block_column_labels_)
+    np.testing.assert_array_equal(model.predict_columns(frame), model.column_labels_)
     with pytest.raises(ValueError, match="row 1 is 'word2', fitted 'word1'"):
         model.predict_columns(frame.iloc[[0, 2, 1] + list(range(3, X.shape[0]))])
     model.predict_columns(X)  # no names to check: read in the fitted rows' order

@@ -687,7 +687,7 @@ def test_the_refined_partition_is_where_its_em_leaves_it():
         pytest.skip("20news_w100.mat not found in ../shared/data")
     X = load_20news_w100(path).data
     model = ConjoinedDirichletProcess(random_state=0).fit(X)
-    rows, columns = model.block_row_labels_, model.block_column_labels_
+    rows, columns = model.row_labels_, model.column_labels_
     again = _em_rounds(sp.csr_matrix(X), rows, columns, *check_thresholds(None, None), 10,
                        ("poisson", "poisson"))
     np.testing.assert_array_equal(again[0], rows)

@@ -201,8 +201,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         - ``obs[f"{key}_cluster"]``, ``var[f"{key}_cluster"]``: categorical cluster of each cell / gene
           (categories ``"0"``, ``"1"``, ...; missing for cells or genes set aside: all-zero ones, and with
           ``holdout`` those without counts to fit on), in the partitions the biclusters are read from, whose
-          clusters are the topics (CDP's ``block_column_labels_`` / ``block_row_labels_``: the mixtures'
-          partitions refined).
+          clusters are the topics (CDP's ``column_labels_`` / ``row_labels_``: the mixtures' partitions
+          refined).
         - ``obs[f"{key}_probability"]``, ``var[f"{key}_probability"]``: the posterior probability of each cell's /
           gene's cluster under the block model that decided it (CDP's ``predict_column_proba`` /
           ``predict_row_proba`` of the fitted matrix; NaN for those set aside). It can be below 1/2: an item
@@ -282,8 +282,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         warnings.simplefilter("ignore", AllZeroWarning)
         cell_probability, gene_probability = (
             label_probabilities(probabilities, labels, np.nan) for labels, probabilities in (
-                (model.block_column_labels_, model.predict_column_proba(genes_by_cells)),
-                (model.block_row_labels_, model.predict_row_proba(genes_by_cells))))
+                (model.column_labels_, model.predict_column_proba(genes_by_cells)),
+                (model.row_labels_, model.predict_row_proba(genes_by_cells))))
     gene_names = np.asarray(adata.var_names, dtype=str)
     cell_names = np.asarray(adata.obs_names, dtype=str)
     pairs = np.asarray(model.bicluster_pairs_, dtype=np.int64).reshape(-1, 2)
@@ -315,8 +315,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         "gene_k_trace": np.asarray(model.row_dpmm_.n_clusters_trace_, dtype=np.int64),
         "cell_k_trace": np.asarray(model.column_dpmm_.n_clusters_trace_, dtype=np.int64),
         "params": {**_storable_params(repeatable_params(model)), **run, "use_raw": use_raw},
-        "gene_cluster_sizes": _cluster_sizes(model.block_row_labels_, model.n_row_clusters_),
-        "cell_cluster_sizes": _cluster_sizes(model.block_column_labels_, model.n_column_clusters_),
+        "gene_cluster_sizes": _cluster_sizes(model.row_labels_, model.n_row_clusters_),
+        "cell_cluster_sizes": _cluster_sizes(model.column_labels_, model.n_column_clusters_),
         "cell_classifier": _storable_classifier(model.column_classifier_),
         "gene_classifier": _storable_classifier(model.row_classifier_),
     }
@@ -325,8 +325,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
     # it as it was (with copy=False, the previous run's results stay whole).
     if copy:  # a backed AnnData copies into memory, not into another file
         adata = adata.to_memory() if adata.isbacked else adata.copy()
-    adata.obs[f"{key_added}_cluster"] = _categorical(model.block_column_labels_, model.n_column_clusters_, pandas)
-    adata.var[f"{key_added}_cluster"] = _categorical(model.block_row_labels_, model.n_row_clusters_, pandas)
+    adata.obs[f"{key_added}_cluster"] = _categorical(model.column_labels_, model.n_column_clusters_, pandas)
+    adata.var[f"{key_added}_cluster"] = _categorical(model.row_labels_, model.n_row_clusters_, pandas)
     adata.obs[f"{key_added}_probability"] = cell_probability
     adata.var[f"{key_added}_probability"] = gene_probability
     adata.obsm[f"{key_added}_membership"] = model.column_membership_
@@ -671,8 +671,8 @@ def fitted_view(adata, key_added="cdp"):
     """What :func:`cdp` stored in ``adata``, as an object with a fitted CDP's attribute names (rows = genes,
     columns = cells), which the :mod:`conjoined.plot` functions accept.
 
-    Attributes: ``row_labels_``, ``column_labels_`` (the stored clusters, CDP's ``block_row_labels_`` /
-    ``block_column_labels_``, which it also sets; -1 where the cluster is missing), ``rows_`` (B, n_genes),
+    Attributes: ``row_labels_``, ``column_labels_`` (the stored clusters, CDP's ``row_labels_`` /
+    ``column_labels_``; -1 where the cluster is missing), ``rows_`` (B, n_genes),
     ``columns_`` (B, n_cells), ``bicluster_pairs_``, ``bicluster_row_clusters_``, ``bicluster_column_clusters_``
     (their widths one past the largest cluster a bicluster joins), ``bicluster_strength_``, ``theta_``,
     ``row_membership_``, ``column_membership_``, ``n_row_clusters_``, ``n_column_clusters_``,
@@ -692,8 +692,6 @@ def fitted_view(adata, key_added="cdp"):
     return SimpleNamespace(
         row_labels_=row_labels,
         column_labels_=column_labels,
-        block_row_labels_=row_labels,
-        block_column_labels_=column_labels,
         rows_=np.asarray(adata.varm[f"{key_added}_biclusters"], dtype=bool).T,
         columns_=np.asarray(adata.obsm[f"{key_added}_biclusters"], dtype=bool).T,
         bicluster_pairs_=np.column_stack([table["k"], table["l"]]).astype(np.int64).reshape(-1, 2),

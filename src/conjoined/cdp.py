@@ -480,9 +480,9 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         can also merge a small block's rows into the background cluster: where the counts are Poisson around
         one background density (as in the paper's simulations) and only some of a cluster's members carry
         its heavy block, beyond what one population's counts would show, they are set apart and kept if the
-        merges do not undo it (steps 1-4 of ``refine_partition``). It does
-        not change ``row_labels_`` and ``column_labels_`` (the mixtures' partitions); the refined partitions
-        are ``block_row_labels_`` and ``block_column_labels_``. A side with ``*_likelihood="multinomial"`` is
+        merges do not undo it (steps 1-4 of ``refine_partition``). The refined partitions are ``row_labels_``
+        and ``column_labels_``; the mixtures' stay in ``mixture_row_labels_`` and ``mixture_column_labels_``. A
+        side with ``*_likelihood="multinomial"`` is
         read by profile, whatever its items' depths (genes, cells, documents); with "poisson", items of a
         cluster share its densities (``row_likelihood`` and ``column_likelihood`` as given, also with
         ``mode="paper"``). Ignored by ``extraction="paper-code"``.
@@ -538,30 +538,31 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     Attributes
     ----------
     rows_ : (n_biclusters, n_rows) bool; columns_ : (n_biclusters, n_cols) bool.
-    row_labels_, column_labels_ : (n_rows,), (n_cols,) int, the cluster of each row/column in the mixtures'
-        partitions (-1: set aside, all-zero or, with ``holdout``, without counts to fit on): each item's most
-        frequent cluster over the samples with the posterior mode of K, matched to one another, so a small
-        cluster can be absorbed and fewer than K remain; then clusters are merged where the mixture's posterior
-        favours a coarser partition by more than 20 to 1 (on counts without structure, a Dirichlet-process
-        mixture's samples hold many clusters, each far less probable than one cluster). With ``mode="paper"``: the
-        last sample with that K, not merged.
-    n_row_clusters_, n_column_clusters_ : int, K_r and K_c: the numbers of clusters of ``block_row_labels_`` and
-        ``block_column_labels_``, the topics of theta, phi and the memberships. The refinement merges clusters
+    row_labels_, column_labels_ : (n_rows,), (n_cols,) int, the cluster of each row/column (-1: set aside,
+        all-zero or, with ``holdout``, without counts to fit on): the partitions the biclusters are read from,
+        clusters 0..K_r-1 (0..K_c-1), each with members, the topics of theta, phi and the memberships, by which
+        new items are classified; the refined partitions with ``refine=True`` (refined clusters keep the order of
+        the mixture's clusters they came from), otherwise the mixtures'.
+    mixture_row_labels_, mixture_column_labels_ : (n_rows,), (n_cols,) int, the mixtures' partitions, which the
+        refinement starts from (-1 as above): each item's most frequent cluster over the samples with the
+        posterior mode of K, matched to one another, so a small cluster can be absorbed and fewer than K remain;
+        then clusters are merged where the mixture's posterior favours a coarser partition by more than 20 to 1
+        (on counts without structure, a Dirichlet-process mixture's samples hold many clusters, each far less
+        probable than one cluster). With ``mode="paper"``: the last sample with that K, not merged.
+    n_row_clusters_, n_column_clusters_ : int, K_r and K_c: the numbers of clusters of ``row_labels_`` and
+        ``column_labels_``, the topics of theta, phi and the memberships. The refinement merges clusters
         (and may empty some), so they can be below the mixtures' K.
     theta_ : (K_r, K_c) joint distribution of a token's (row topic, column topic). The topics are the clusters
-        of ``block_row_labels_`` and ``block_column_labels_``: the token reassignment starts from the
+        of ``row_labels_`` and ``column_labels_``: the token reassignment starts from the
         partitions the biclusters are read from, so a bicluster's members have their tokens in its topics.
     phi_rows_ : (n_rows, K_r), phi_columns_ : (n_cols, K_c), each topic's distribution over rows/columns.
     row_membership_ : (n_rows, K_r) share of each row's tokens in each row topic (all zeros for a row set aside);
         column_membership_ likewise.
-    block_row_labels_, block_column_labels_ : the partitions the significance rule worked on (the refined
-        ones with ``refine=True``, otherwise ``row_labels_``, ``column_labels_``), clusters 0..K_r-1 (0..K_c-1),
-        each with members; refined clusters keep the order of the mixture's clusters they came from.
-    bicluster_pairs_ : (n_biclusters, 2) the (k, l) of each bicluster (indices of ``block_row_labels_``,
-        ``block_column_labels_``): its strongest block where it joins several; bicluster_strength_ :
+    bicluster_pairs_ : (n_biclusters, 2) the (k, l) of each bicluster (indices of ``row_labels_``,
+        ``column_labels_``): its strongest block where it joins several; bicluster_strength_ :
         (n_biclusters,).
     bicluster_row_clusters_, bicluster_column_clusters_ : (n_biclusters, K) bool, K the number of clusters of
-        ``block_row_labels_`` (``block_column_labels_``): the clusters whose blocks each bicluster joins (the
+        ``row_labels_`` (``column_labels_``): the clusters whose blocks each bicluster joins (the
         significance rule joins the blocks of one row cluster, or of one column cluster, that stand at one
         lift; :func:`conjoined.extract.extract_biclusters`).
     row_k_posterior_, column_k_posterior_ : dict {K: posterior probability}.
@@ -582,7 +583,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         its sweeps (the initial allocation's counts when ``n_reassign=0``). Unlike the other attributes, n_ik and
         n_jl hold only the rows and columns with counts, in the fit's canonical order (by content).
     row_classifier_, column_classifier_ : ``conjoined.predict.SideClassifier``, the block model of the partitions
-        ``block_row_labels_`` and ``block_column_labels_`` by which ``predict_row_proba`` and
+        ``row_labels_`` and ``column_labels_`` by which ``predict_row_proba`` and
         ``predict_column_proba`` classify new rows and columns (a few (K, L) arrays).
     n_features_in_ : int, the number of columns; feature_names_in_ : (n_cols,) object array of the column names,
         when X was a pandas DataFrame with string column names (absent otherwise); row_names_in_ : (n_rows,)
@@ -855,10 +856,10 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
             else:
                 found = extract_biclusters(core, counts, rule="paper-code")
 
-        self.row_labels_ = _expand(row_labels, row_index, n_rows, -1)
-        self.column_labels_ = _expand(col_labels, col_index, n_cols, -1)
-        self.block_row_labels_ = _expand(np.asarray(block_rows, np.int64), row_index, n_rows, -1)
-        self.block_column_labels_ = _expand(np.asarray(block_cols, np.int64), col_index, n_cols, -1)
+        self.mixture_row_labels_ = _expand(row_labels, row_index, n_rows, -1)
+        self.mixture_column_labels_ = _expand(col_labels, col_index, n_cols, -1)
+        self.row_labels_ = _expand(np.asarray(block_rows, np.int64), row_index, n_rows, -1)
+        self.column_labels_ = _expand(np.asarray(block_cols, np.int64), col_index, n_cols, -1)
         self.n_row_clusters_, self.n_column_clusters_ = int(K_r), int(K_c)
         self.theta_ = params.theta
         self.phi_rows_ = _expand(params.phi_rows, row_index, n_rows, 0.0)
@@ -882,11 +883,11 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         self.dpmm_trends_ = [MixtureTrend(side, dpmm.log_posterior_trend_, dpmm._sampled_k_ends())
                              for side, dpmm in fits]
         self.row_classifier_, self.column_classifier_ = fitted_classifiers(
-            X, self.block_row_labels_, self.block_column_labels_, (int(K_r), int(K_c)), self.get_params())
+            X, self.row_labels_, self.column_labels_, (int(K_r), int(K_c)), self.get_params())
         return self
 
     def predict_row_proba(self, X):
-        """(n_new, K_r) posterior probability of each row cluster (the clusters of ``block_row_labels_``) for new
+        """(n_new, K_r) posterior probability of each row cluster (the clusters of ``row_labels_``) for new
         rows ``X`` (n_new, n_cols) of counts over the fitted columns, dense or scipy.sparse, under the block model
         of the fitted partitions (``row_classifier_``; :mod:`conjoined.predict`), the model whose EM decided the
         fitted rows' clusters with ``refine=True`` (the default; otherwise the mixtures decided them, and the
@@ -903,7 +904,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         return most_probable(self.predict_row_proba(X))
 
     def predict_column_proba(self, X):
-        """(n_new, K_c) posterior probability of each column cluster (the clusters of ``block_column_labels_``)
+        """(n_new, K_c) posterior probability of each column cluster (the clusters of ``column_labels_``)
         for new columns ``X`` (n_rows, n_new) of counts over the fitted rows: new documents over the fitted
         words, new cells over the fitted genes, in the fitted rows' order (a DataFrame's row names are checked
         against ``row_names_in_`` when both are named). As ``predict_row_proba``, with rows and columns
@@ -952,6 +953,14 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         if tuple(given) != shape:
             raise ValueError(f"data has shape {tuple(given)}; the model was fitted on {shape}")
         return super().get_submatrix(i, data)
+
+    def __setstate__(self, state):
+        # a model pickled when row_labels_ held the mixtures' partitions and block_row_labels_ the refined ones
+        for side in ("row", "column"):
+            if f"block_{side}_labels_" in state:
+                state[f"mixture_{side}_labels_"] = state.pop(f"{side}_labels_")
+                state[f"{side}_labels_"] = state.pop(f"block_{side}_labels_")
+        super().__setstate__(state)
 
     @property
     def biclusters_(self):

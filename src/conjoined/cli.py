@@ -24,7 +24,7 @@
 - ``row_membership.csv``, ``column_membership.csv``: one line per row (column) named as in the input, one
   column per topic (``k0``, ``k1``, ... or ``l0``, ...) holding the share of its tokens in that topic, then
   ``label``, its cluster in the partition the biclusters are read from, whose clusters are the topics (the
-  refined one, ``block_row_labels_``; -1: a row set aside, all-zero or, with ``--holdout``, without counts
+  refined one, ``row_labels_``; -1: a row set aside, all-zero or, with ``--holdout``, without counts
   to fit on), and ``label_probability``, that cluster's posterior probability for the row under the block
   model that decided it (``predict_row_proba``; 0 for a row set aside). The token shares and the label
   answer different questions: where a row's tokens went (a row of few counts spreads them), and which
@@ -884,7 +884,7 @@ def _run_predict(args, argv):
     check_not_input(output, _inputs(args))
     X, row_names, column_names, _ = _read_counts(args)
     side = _new_items_side(args, X, row_names, column_names, model)
-    classifiers = fitted_classifiers(X_fit, model.block_row_labels_, model.block_column_labels_,
+    classifiers = fitted_classifiers(X_fit, model.row_labels_, model.column_labels_,
                                      (model.n_row_clusters_, model.n_column_clusters_), params)
     if side == "columns":
         items = _aligned(X, row_names, model.row_names, 0, f"{args.input}, its rows").T

@@ -51,8 +51,8 @@ HEATMAP_MAX_BICLUSTERS = 10
 _MODEL_LAYOUT = {
     "row_labels_": ("integer", ("n_rows",)),
     "column_labels_": ("integer", ("n_columns",)),
-    "block_row_labels_": ("integer", ("n_rows",)),
-    "block_column_labels_": ("integer", ("n_columns",)),
+    "mixture_row_labels_": ("integer", ("n_rows",)),
+    "mixture_column_labels_": ("integer", ("n_columns",)),
     "row_names": ("string", ("n_rows",)),
     "column_names": ("string", ("n_columns",)),
     "rows_": ("bool", ("n_biclusters", "n_rows")),
@@ -172,9 +172,12 @@ def _load_model(path):
     if "bicluster_row_clusters_" not in arrays and "bicluster_pairs_" in arrays:  # saved before biclusters joined blocks
         arrays["bicluster_row_clusters_"], arrays["bicluster_column_clusters_"] = pair_cluster_masks(
             arrays["bicluster_pairs_"])
-    for side in ("row", "column"):  # saved when the topics were the mixtures' clusters
-        if f"block_{side}_labels_" not in arrays and f"{side}_labels_" in arrays:
-            arrays[f"block_{side}_labels_"] = arrays[f"{side}_labels_"]
+    for side in ("row", "column"):
+        if f"block_{side}_labels_" in arrays:  # saved when <side>_labels_ held the mixtures' partitions
+            arrays[f"mixture_{side}_labels_"] = arrays.pop(f"{side}_labels_")
+            arrays[f"{side}_labels_"] = arrays.pop(f"block_{side}_labels_")
+        elif f"mixture_{side}_labels_" not in arrays and f"{side}_labels_" in arrays:
+            arrays[f"mixture_{side}_labels_"] = arrays[f"{side}_labels_"]  # saved when both were one
     _check_model_layout(arrays, path)
     model = SimpleNamespace(**{name: arrays[name] for name in _SAVED_ATTRIBUTES})
     for side in ("row", "column"):
@@ -302,9 +305,9 @@ def write_fit(folder, model, X, row_names, column_names, *, source=None, command
         # X is the fitted matrix, its names checked by the caller
         warnings.filterwarnings("ignore", message="X does not have valid feature names")
         row_probabilities, column_probabilities = model.predict_row_proba(X), model.predict_column_proba(X)
-    _write_membership_csv(folder / "row_membership.csv", model.row_membership_, model.block_row_labels_,
+    _write_membership_csv(folder / "row_membership.csv", model.row_membership_, model.row_labels_,
                           row_probabilities, row_names, "k")
-    _write_membership_csv(folder / "column_membership.csv", model.column_membership_, model.block_column_labels_,
+    _write_membership_csv(folder / "column_membership.csv", model.column_membership_, model.column_labels_,
                           column_probabilities, column_names, "l")
     write_table_csv(
         folder / "theta.csv",
@@ -409,7 +412,7 @@ def save_fit(model, X, path, *, row_names=None, column_names=None, force=False, 
     if X.shape != (model.row_labels_.size, model.column_labels_.size):
         raise ValueError(f"X has shape {X.shape}, but the model was fitted on {model.row_labels_.size} rows and "
                          f"{model.column_labels_.size} columns")
-    refitted = fitted_classifiers(X, model.block_row_labels_, model.block_column_labels_,
+    refitted = fitted_classifiers(X, model.row_labels_, model.column_labels_,
                                   (model.n_row_clusters_, model.n_column_clusters_), model.get_params())
     saved = (model.row_classifier_, model.column_classifier_)
     if not all(classifier.weights_tempered for classifier in saved):

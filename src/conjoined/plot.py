@@ -292,9 +292,8 @@ def plot_biclusters(
 ):
     """Heatmap of X with rows and columns sorted by cluster, and the biclusters marked.
 
-    Rows are sorted by ``model.block_row_labels_`` and columns by ``model.block_column_labels_``, the partitions
-    the biclusters are read from (``row_labels_`` and ``column_labels_`` for a model without them; label -1, set
-    aside, last); grey lines separate clusters. Colour is ``log(1 + count)``. An axis longer than ``max_bins``
+    Rows are sorted by ``model.row_labels_`` and columns by ``model.column_labels_``, the partitions the
+    biclusters are read from (label -1, set aside, last); grey lines separate clusters. Colour is ``log(1 + count)``. An axis longer than ``max_bins``
     is shown as ``max_bins`` bins of consecutive sorted positions, each the mean count of its cells, computed on
     the sparse matrix (never densified).
 
@@ -365,8 +364,8 @@ def plot_biclusters(
         except (KeyError, ValueError, TypeError):
             raise ValueError(f"cmap must be a matplotlib colormap or its name, got {cmap!r}") from None
     n_rows, n_cols = X.shape
-    row_labels = np.asarray(_topic_labels(model, "row"))
-    column_labels = np.asarray(_topic_labels(model, "column"))
+    row_labels = np.asarray(model.row_labels_)
+    column_labels = np.asarray(model.column_labels_)
     if row_labels.shape != (n_rows,) or column_labels.shape != (n_cols,):
         transposed = (row_labels.shape, column_labels.shape) == ((n_cols,), (n_rows,))
         raise ValueError(
@@ -762,17 +761,11 @@ def _plot_one_membership(ax, membership, labels, side, what, max_bins):
     return shown
 
 
-def _topic_labels(model, side):
-    """The labels whose clusters are the model's topics: ``block_<side>_labels_`` (the partition the biclusters
-    are read from), or ``<side>_labels_`` for a model without them."""
-    return getattr(model, f"block_{side}_labels_", getattr(model, f"{side}_labels_"))
-
-
 @_closing_its_figure_on_error
 def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0), side_names=("row", "column")):
     """``row_membership_`` and ``column_membership_`` as heatmaps (share of each row's/column's tokens per
-    cluster), items sorted by label (-1 last; ``block_row_labels_``, whose clusters are the topics, where the
-    model has them) and, within a cluster, by their membership in it.
+    cluster), items sorted by label (-1 last; ``row_labels_``, whose clusters are the topics) and, within a
+    cluster, by their membership in it.
 
     More than ``max_bins`` items are drawn as ``max_bins`` bins of consecutive sorted items (their mean).
 
@@ -797,7 +790,7 @@ def plot_membership(model, axes=None, *, max_bins=500, figsize=(10.0, 5.0), side
     figure, (row_ax, column_ax) = _new_axes(axes, figsize, ncols=2)
     for ax, side, name in zip((row_ax, column_ax), ("row", "column"), side_names):
         shown = _plot_one_membership(
-            ax, getattr(model, f"{side}_membership_"), _topic_labels(model, side), side, name, max_bins
+            ax, getattr(model, f"{side}_membership_"), getattr(model, f"{side}_labels_"), side, name, max_bins
         )
     figure.colorbar(shown, ax=[row_ax, column_ax], fraction=0.04, pad=0.02).set_label(
         "membership (share of tokens)"
