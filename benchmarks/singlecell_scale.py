@@ -59,11 +59,12 @@ def main(argv=None):
         found = (model.rows_, model.columns_)
         print(f"{name}: {params}\n"
               f"  fit {seconds:.1f} s, peak memory so far {peak_gb:.2f} GB\n"
-              f"  genes: {np.unique(model.mixture_row_labels_).size} mixture clusters, {model.n_row_clusters_} refined, "
+              f"  genes: {np.unique(model.mixture_row_labels_).size} mixture clusters, "
+              f"{model.n_row_clusters_} refined, "
               f"NMI {normalized_mutual_info_score(genes, model.row_labels_):.3f} against the modules\n"
-              f"  cells: {np.unique(model.mixture_column_labels_).size} mixture clusters, {model.n_column_clusters_} "
-              f"refined, NMI {normalized_mutual_info_score(cells, model.column_labels_):.3f} against the "
-              f"types\n"
+              f"  cells: {np.unique(model.mixture_column_labels_).size} mixture clusters, "
+              f"{model.n_column_clusters_} refined, "
+              f"NMI {normalized_mutual_info_score(cells, model.column_labels_):.3f} against the types\n"
               f"  {model.n_biclusters_} biclusters: Jaccard {jaccard_score(found, truth):.3f}, relevance "
               f"{relevance_score(found, truth):.3f}, recovery {recovery_score(found, truth):.3f}", flush=True)
 

@@ -431,15 +431,17 @@ def test_a_model_pickled_when_row_labels_were_the_mixtures_reads_as_today():
     X, _, _ = make_cdp_case(2, random_state=0, shuffle=True)
     model = CDP(random_state=0, n_iter=40).fit(X)
     state = model.__getstate__()
-    for side in ("row", "column"):
-        state[f"block_{side}_labels_"] = state.pop(f"{side}_labels_")
-        state[f"{side}_labels_"] = state.pop(f"mixture_{side}_labels_")
+    mixtures = {}
+    for side in ("row", "column"):  # mixtures' partitions unlike the refined ones everywhere, to tell a swap
+        refined = state.pop(f"{side}_labels_")
+        del state[f"mixture_{side}_labels_"]
+        mixtures[side] = np.where(refined >= 0, refined.max() + 1 + refined, -1)
+        state[f"block_{side}_labels_"], state[f"{side}_labels_"] = refined, mixtures[side]
     old = CDP.__new__(CDP)
     old.__setstate__(state)
     for side in ("row", "column"):
         np.testing.assert_array_equal(getattr(old, f"{side}_labels_"), getattr(model, f"{side}_labels_"))
-        np.testing.assert_array_equal(getattr(old, f"mixture_{side}_labels_"),
-                                      getattr(model, f"mixture_{side}_labels_"))
+        np.testing.assert_array_equal(getattr(old, f"mixture_{side}_labels_"), mixtures[side])
         assert not hasattr(old, f"block_{side}_labels_")
     np.testing.assert_array_equal(old.predict_rows(X), model.row_labels_)
 

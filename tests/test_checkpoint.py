@@ -327,7 +327,8 @@ def test_cdp_resumes_from_its_checkpoint_directory(tmp_path, monkeypatch):
     runs = ["dpmm-1-row.npz", "dpmm-2-column.npz", "dpmm-3-row.npz"]
     assert sorted(os.listdir(directory)) == sorted(runs + [run + ".labels" for run in runs] + ["seed.json"])
     resumed = conjoined.CDP(checkpoint=directory, **params).fit(X)
-    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+    for name in ("row_labels_", "column_labels_", "mixture_row_labels_", "mixture_column_labels_", "rows_",
+                 "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
     assert_same_fit(expected.row_dpmm_, resumed.row_dpmm_)
     assert_same_fit(expected.column_dpmm_, resumed.column_dpmm_)
@@ -355,7 +356,8 @@ def test_a_folder_begun_with_a_seed_resumes_without_it_and_names_it_to_another(t
     assert {path.name: path.read_bytes() for path in directory.iterdir()} == files
     resumed = conjoined.CDP(checkpoint=directory, **params).fit(X)
     expected = conjoined.CDP(random_state=0, **params).fit(X)
-    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+    for name in ("row_labels_", "column_labels_", "mixture_row_labels_", "mixture_column_labels_", "rows_",
+                 "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
     assert repeatable_params(resumed)["random_state"] == 0
     (directory / "seed.json").unlink()  # as an earlier version left it
@@ -399,7 +401,8 @@ def test_cdp_without_a_seed_records_its_seed_in_the_checkpoint_folder(tmp_path, 
     resumed = conjoined.CDP(checkpoint=directory, **params).fit(X)
     assert repeatable_params(resumed)["random_state"] == entropy and resumed.random_state is None
     expected = conjoined.CDP(random_state=entropy, **params).fit(X)
-    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+    for name in ("row_labels_", "column_labels_", "mixture_row_labels_", "mixture_column_labels_", "rows_",
+                 "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(expected, name), getattr(resumed, name), err_msg=name)
     assert_same_fit(expected.row_dpmm_, resumed.row_dpmm_)
     for damaged in ('{"entropy": "abc"}', '{"entropy": null}', "", "{}"):
@@ -426,7 +429,8 @@ def test_a_fit_seeded_by_a_generator_resumes_its_checkpoint(tmp_path, monkeypatc
     model.fit(X)
     assert repeatable_params(model)["random_state"] == entropy  # what conjoined.anndata.cdp records
     expected = conjoined.CDP(random_state=entropy, **params).fit(X)
-    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+    for name in ("row_labels_", "column_labels_", "mixture_row_labels_", "mixture_column_labels_", "rows_",
+                 "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(expected, name), getattr(model, name), err_msg=name)
 
     points = count_mixture(1)

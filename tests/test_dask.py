@@ -172,7 +172,8 @@ def test_cdp_starts_one_local_cluster_for_all_its_mixtures(monkeypatch):
     assert len(started) == 1 and len(dask.dpmm_trends_) == 6  # six mixture fits, one cluster
     assert dict(os.environ) == environment
     local = conjoined.CDP(**params).fit(X)
-    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+    for name in ("row_labels_", "column_labels_", "mixture_row_labels_", "mixture_column_labels_", "rows_",
+                 "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(local, name), getattr(dask, name), err_msg=name)
 
 
@@ -183,7 +184,8 @@ def test_cdp_runs_its_dpmms_on_dask(clients):
     params = {"n_iter": 20, "n_reassign": 5, "random_state": 0, "n_shards": 4}
     local = conjoined.CDP(**params).fit(X)
     dask = conjoined.CDP(backend="dask", client=clients[2], **params).fit(X)
-    for name in ("row_labels_", "column_labels_", "rows_", "columns_", "theta_"):
+    for name in ("row_labels_", "column_labels_", "mixture_row_labels_", "mixture_column_labels_", "rows_",
+                 "columns_", "theta_"):
         np.testing.assert_array_equal(getattr(local, name), getattr(dask, name), err_msg=name)
     assert_same_fit(local.row_dpmm_, dask.row_dpmm_)
     # A client is a connection: a clone shares it (GridSearchCV, pipelines), a pickle keeps none.

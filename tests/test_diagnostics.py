@@ -169,6 +169,10 @@ def test_the_summary_names_the_sides_and_the_option_as_the_caller_asks():
                               "mixture 1 of 2: ")
     assert message.endswith("(trend z > 100, K 2 -> 5). The partitions may change with more iterations: raise "
                             "--n-iter (now 60).")
+    assert unsettled_message(trends, 60, n_biclusters=3) == unsettled_message(trends, 60)
+    assert unsettled_message(trends, 60, n_biclusters=0).endswith(
+        "raise n_iter (now 60). No bicluster was found: if the counts hold no blocks, more iterations may only move "
+        "the partitions.")
 
 
 def test_split_r_hat_of_two_short_chains_by_hand():

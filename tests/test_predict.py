@@ -232,13 +232,17 @@ def test_bad_new_items_are_named():
 
 def test_blocks_over_a_zero_background_fit_without_numpy_warnings():
     """The classifier's dispersion over cells expected to hold next to nothing overflowed (numpy's
-    RuntimeWarning, twice, on the first matrix a user tries); it is 1 there, as the test cannot show more."""
+    RuntimeWarning, twice, on the first matrix a user tries); blocks of a zero density are left out of it."""
     X = np.kron(np.eye(3, dtype=np.int64), np.full((10, 10), 4))
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         model = CDP(random_state=0).fit(X)
     assert model.n_biclusters_ == 3 and model.row_classifier_.dispersion == 1.0
     np.testing.assert_array_equal(model.predict_rows(X), model.row_labels_)
+    # over-dispersed blocks there: their dispersion shows (the empty blocks' unbounded variance hid it: 1)
+    counts = np.random.default_rng(0).negative_binomial(2, 0.25, X.shape)
+    over = CDP(random_state=0).fit((X > 0) * counts)
+    assert over.n_biclusters_ == 3 and over.row_classifier_.dispersion > 2
 
 
 def test_new_rows_with_other_column_names_are_refused():

@@ -226,9 +226,17 @@ def is_count_matrix(X):
     return bool(np.all(np.isfinite(values)) and np.all(values >= 0) and np.all(values == np.round(values)))
 
 
+def _finite(value):
+    """Whether the real number ``value`` is finite as a float (an int past the float range is not)."""
+    try:
+        return bool(np.isfinite(float(value)))
+    except OverflowError:
+        return False
+
+
 def check_positive(value, name, *, allow_zero=False):
     """Raise ValueError unless ``value`` is a finite real number > 0 (or >= 0 with ``allow_zero``)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not _finite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")

@@ -201,8 +201,8 @@ def cdp(adata, layer=None, key_added="cdp", copy=False, use_raw=False, **params)
         - ``obs[f"{key}_cluster"]``, ``var[f"{key}_cluster"]``: categorical cluster of each cell / gene
           (categories ``"0"``, ``"1"``, ...; missing for cells or genes set aside: all-zero ones, and with
           ``holdout`` those without counts to fit on), in the partitions the biclusters are read from, whose
-          clusters are the topics (CDP's ``column_labels_`` / ``row_labels_``: the mixtures' partitions
-          refined).
+          clusters are the topics (CDP's ``column_labels_`` / ``row_labels_``: the mixtures' partitions,
+          refined unless ``refine=False``).
         - ``obs[f"{key}_probability"]``, ``var[f"{key}_probability"]``: the posterior probability of each cell's /
           gene's cluster under the block model that decided it (CDP's ``predict_column_proba`` /
           ``predict_row_proba`` of the fitted matrix; NaN for those set aside). It can be below 1/2: an item
@@ -671,8 +671,8 @@ def fitted_view(adata, key_added="cdp"):
     """What :func:`cdp` stored in ``adata``, as an object with a fitted CDP's attribute names (rows = genes,
     columns = cells), which the :mod:`conjoined.plot` functions accept.
 
-    Attributes: ``row_labels_``, ``column_labels_`` (the stored clusters, CDP's ``row_labels_`` /
-    ``column_labels_``; -1 where the cluster is missing), ``rows_`` (B, n_genes),
+    Attributes: ``row_labels_``, ``column_labels_`` (the stored clusters, as CDP's; -1 where the cluster is
+    missing), ``rows_`` (B, n_genes),
     ``columns_`` (B, n_cells), ``bicluster_pairs_``, ``bicluster_row_clusters_``, ``bicluster_column_clusters_``
     (their widths one past the largest cluster a bicluster joins), ``bicluster_strength_``, ``theta_``,
     ``row_membership_``, ``column_membership_``, ``n_row_clusters_``, ``n_column_clusters_``,

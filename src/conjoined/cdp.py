@@ -96,9 +96,11 @@ class MixtureTrend(NamedTuple):
     n_clusters: tuple[int, int]
 
 
-def unsettled_message(trends, n_iter, side_names=("row", "column"), n_iter_name="n_iter"):
+def unsettled_message(trends, n_iter, side_names=("row", "column"), n_iter_name="n_iter", n_biclusters=None):
     """The warning for the mixture fits among ``trends`` (CDP's ``dpmm_trends_``) that have not settled, None if
     none; the sides called ``side_names`` (rows', columns'), the iterations ``n_iter_name`` (``n_iter`` of the fit).
+    A fit that found no bicluster (``n_biclusters`` 0) says so: on counts without blocks a mixture's K can drift
+    for thousands of iterations, and more of them need not find any.
     """
     names = dict(zip(("row", "column"), side_names))
     parts = []
@@ -109,8 +111,13 @@ def unsettled_message(trends, n_iter, side_names=("row", "column"), n_iter_name=
                   if fit.trend.settled is False]
     if not parts:
         return None
-    return (f"{len(parts)} of the {len(trends)} mixture fits {'has' if len(parts) == 1 else 'have'} not settled. "
-            f"{' '.join(parts)} The partitions may change with more iterations: raise {n_iter_name} (now {n_iter}).")
+    message = (f"{len(parts)} of the {len(trends)} mixture fits {'has' if len(parts) == 1 else 'have'} not settled. "
+               f"{' '.join(parts)} The partitions may change with more iterations: raise {n_iter_name} (now "
+               f"{n_iter}).")
+    if n_biclusters == 0:
+        message += (" No bicluster was found: if the counts hold no blocks, more iterations may only move the "
+                    "partitions.")
+    return message
 
 
 class HoldoutWarning(UserWarning):
@@ -470,26 +477,25 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         a side with the Poisson likelihood, which is chosen to see how much each point counts. "none" keeps
         the likelihoods as they are.
     refine : bool, default=True
-        Before the significance rule, refine the row and column partitions under the block model it assumes
-        (heavy blocks at their densities, pooled by empirical Bayes, background elsewhere; soft EM, rows then
-        columns; then clusters merged while that raises the model's classification likelihood;
-        ``conjoined.refine.refine_partition``). The DP mixtures' posterior summary tends to leave borderline
-        rows of a small block out; this decides them by their likelihood under the blocks' densities. A
-        mixture can also set apart a few background rows whose counts are high by chance: their block passes
-        the significance test, but not the cost of their labels, and they rejoin the background. A mixture
-        can also merge a small block's rows into the background cluster: where the counts are Poisson around
-        one background density (as in the paper's simulations) and only some of a cluster's members carry
-        its heavy block, beyond what one population's counts would show, they are set apart and kept if the
-        merges do not undo it (steps 1-4 of ``refine_partition``). The refined partitions are ``row_labels_``
-        and ``column_labels_``; the mixtures' stay in ``mixture_row_labels_`` and ``mixture_column_labels_``. A
-        side with ``*_likelihood="multinomial"`` is
-        read by profile, whatever its items' depths (genes, cells, documents); with "poisson", items of a
+        Before the significance rule, refine the row and column partitions under the block model it assumes (heavy
+        blocks at their densities, pooled by empirical Bayes, background elsewhere; soft EM, rows then columns;
+        then clusters merged while that raises the model's classification likelihood;
+        ``conjoined.refine.refine_partition``). The DP mixtures' posterior summary tends to leave borderline rows
+        of a small block out; this decides them by their likelihood under the blocks' densities. A mixture can
+        also set apart a few background rows whose counts are high by chance: their block passes the significance
+        test, but not the cost of their labels, and they rejoin the background. A mixture can also merge a small
+        block's rows into the background cluster: where the counts are Poisson around one background density (as
+        in the paper's simulations) and only some of a cluster's members carry its heavy block, beyond what one
+        population's counts would show, they are set apart and kept if the merges do not undo it (steps 1-4 of
+        ``refine_partition``). The refined partitions are ``row_labels_`` and ``column_labels_``; the mixtures'
+        stay in ``mixture_row_labels_`` and ``mixture_column_labels_``. A side with ``*_likelihood="multinomial"``
+        is read by profile, whatever its items' depths (genes, cells, documents); with "poisson", items of a
         cluster share its densities (``row_likelihood`` and ``column_likelihood`` as given, also with
         ``mode="paper"``). Ignored by ``extraction="paper-code"``.
     mode : {"conjoined", "paper"}, default="conjoined"
         "paper" forces the published pipeline: independent multinomial mixtures on the raw matrix, no
-        conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given, and the labels of each side those of
-        the last iteration whose K is the posterior mode (the paper's choice; "conjoined" takes a consensus of
+        conjoined rounds, with ``row_alpha``, ``row_beta`` etc. as given, and the mixtures' labels
+        (``mixture_row_labels_``, ...) those of the last iteration whose K is the posterior mode (the paper's choice; "conjoined" takes a consensus of
         all the iterations with that K, then merges clusters where the posterior favours it).
     random_state : None, int, SeedSequence, RandomState or Generator
     n_jobs : int or None
@@ -542,7 +548,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         all-zero or, with ``holdout``, without counts to fit on): the partitions the biclusters are read from,
         clusters 0..K_r-1 (0..K_c-1), each with members, the topics of theta, phi and the memberships, by which
         new items are classified; the refined partitions with ``refine=True`` (refined clusters keep the order of
-        the mixture's clusters they came from), otherwise the mixtures'.
+        the mixture's clusters they came from), the mixtures' with ``refine=False`` or
+        ``extraction="paper-code"``.
     mixture_row_labels_, mixture_column_labels_ : (n_rows,), (n_cols,) int, the mixtures' partitions, which the
         refinement starts from (-1 as above): each item's most frequent cluster over the samples with the
         posterior mode of K, matched to one another, so a small cluster can be absorbed and fewer than K remain;
@@ -725,7 +732,7 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
     def _warn_unsettled(self, side_names=("row", "column"), n_iter_name="n_iter"):
         """The ``ChainNotSettledWarning`` of a fit whose mixtures have not all settled (``unsettled_message``),
         at the user's line."""
-        message = unsettled_message(self.dpmm_trends_, self.n_iter, side_names, n_iter_name)
+        message = unsettled_message(self.dpmm_trends_, self.n_iter, side_names, n_iter_name, self.n_biclusters_)
         if message is not None:
             warnings.warn(message, ChainNotSettledWarning, stacklevel=user_stacklevel())
 
@@ -955,7 +962,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         return super().get_submatrix(i, data)
 
     def __setstate__(self, state):
-        # a model pickled when row_labels_ held the mixtures' partitions and block_row_labels_ the refined ones
+        """Unpickle; a model pickled when ``row_labels_`` held the mixtures' partitions and ``block_row_labels_``
+        the refined ones gets today's names (``mixture_row_labels_``, ``row_labels_``)."""
         for side in ("row", "column"):
             if f"block_{side}_labels_" in state:
                 state[f"mixture_{side}_labels_"] = state.pop(f"{side}_labels_")
@@ -1020,15 +1028,16 @@ def _refinement_min_size(min_size):
     return None if min_size is None else min(min_size, DEFAULT_MIN_SIZE)
 
 
-def fitted_classifiers(X, block_row_labels, block_column_labels, n_clusters, params):
+def fitted_classifiers(X, row_labels, column_labels, n_clusters, params):
     """``(row_classifier_, column_classifier_)`` of a CDP fitted with parameters ``params`` (``get_params()``)
-    to counts ``X`` (n_rows, n_cols), whose partitions are ``block_*_labels`` with ``n_clusters`` (K_r, K_c):
+    to counts ``X`` (n_rows, n_cols), whose partitions are ``row_labels`` (n_rows,) and ``column_labels``
+    (n_cols,) (its ``row_labels_``, ``column_labels_``; -1 for items set aside) with ``n_clusters`` (K_r, K_c):
     :func:`conjoined.predict.side_classifiers` with the likelihoods and thresholds the refinement uses (with
     ``mode="paper"`` too, whose mixtures are multinomial: ``*_likelihood`` choose the refinement's)."""
     with single_threaded_blas():
         return side_classifiers(
-            sp.csr_matrix(X, dtype=np.float64), np.asarray(block_row_labels, np.int64),
-            np.asarray(block_column_labels, np.int64), z_min=params["z_min"],
+            sp.csr_matrix(X, dtype=np.float64), np.asarray(row_labels, np.int64),
+            np.asarray(column_labels, np.int64), z_min=params["z_min"],
             min_size=_refinement_min_size(params["min_size"]),
             n_clusters=n_clusters, likelihoods=(params["row_likelihood"], params["column_likelihood"]))
 

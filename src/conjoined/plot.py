@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_int, check_matrix, string_names
+from ._validation import check_int, check_matrix, check_positive, string_names
 
 __all__ = ["block_label", "plot_biclusters", "plot_k_trace", "plot_membership", "plot_theta"]
 
@@ -35,6 +35,8 @@ _TWO_LEGEND_COLUMNS_INCHES = 6.0
 # The thickness (points) of a bicluster's line in the heatmap's strips, which holds its number (font size 6;
 # two digits take 1.4 times it across the row strip).
 _STRIP_POINTS = 9.0
+# Most cells along each axis of a heatmap drawn sharp (one colour per cell); more are antialiased.
+_SHARP_CELLS = 500
 # Lines between clusters on the heatmap.
 _SEPARATOR_COLOR = "0.6"
 
@@ -69,19 +71,30 @@ def _new_axes(ax, figsize, ncols=1):
     """``(figure, axes)``: the given axes, or new ones on a new figure. ``figure`` is the one the axes are drawn
     in (a SubFigure for axes of one); the functions return its root (``figure.figure``), the one saved.
 
-    A root figure without a layout engine (``plt.subplots()``'s) is given matplotlib's constrained layout, which
-    makes room for what the plots draw outside their axes (the heatmap's strips, title and legend, colour bars):
-    without it they were cut off at the figure's edge."""
+    A figure the plot has to itself, as ``plt.subplots()`` makes it (only the given axes, no layout engine, its
+    subplot parameters matplotlib's defaults), is given matplotlib's constrained layout, which makes room for
+    what the plots draw outside their axes (the heatmap's strips, title and legend): without it they were cut
+    off at the figure's edge. A figure with other axes, a layout engine or adjusted subplots is left as the
+    user laid it out (constrained layout or ``savefig(..., bbox_inches="tight")`` make the room there)."""
     if ax is not None:
         axes = np.atleast_1d(ax)
         if axes.size != ncols:
             raise ValueError(f"expected {ncols} axes, got {axes.size}")
         figure = axes.flat[0].figure
-        if figure.figure.get_layout_engine() is None:
+        if _laid_out_by_default(figure.figure, list(axes.flat)):
             figure.figure.set_layout_engine("constrained")
         return figure, list(axes.flat) if ncols > 1 else axes.flat[0]
     figure, axes = _pyplot().subplots(1, ncols, figsize=figsize, layout="constrained")
     return figure, (list(axes) if ncols > 1 else axes)
+
+
+def _laid_out_by_default(figure, axes):
+    """Whether the root ``figure`` holds only ``axes`` (a list), has no layout engine and keeps matplotlib's
+    default subplot parameters: a figure made for the plot alone."""
+    rc = _pyplot().rcParams
+    defaults = all(getattr(figure.subplotpars, name) == rc[f"figure.subplot.{name}"]
+                   for name in ("left", "right", "bottom", "top", "wspace", "hspace"))
+    return figure.get_layout_engine() is None and defaults and {id(a) for a in figure.axes} == {id(a) for a in axes}
 
 
 def _counted(n, name):
@@ -293,16 +306,17 @@ def plot_biclusters(
     """Heatmap of X with rows and columns sorted by cluster, and the biclusters marked.
 
     Rows are sorted by ``model.row_labels_`` and columns by ``model.column_labels_``, the partitions the
-    biclusters are read from (label -1, set aside, last); grey lines separate clusters. Colour is ``log(1 + count)``. An axis longer than ``max_bins``
-    is shown as ``max_bins`` bins of consecutive sorted positions, each the mean count of its cells, computed on
-    the sparse matrix (never densified).
+    biclusters are read from (label -1, set aside, last); grey lines separate clusters. Colour is
+    ``log(1 + count)``. An axis longer than ``max_bins`` is shown as ``max_bins`` bins of consecutive sorted
+    positions, each the mean count of its cells, computed on the sparse matrix (never densified).
 
     Bicluster b (``model.rows_[b]`` x ``model.columns_[b]``) gets its own colour, the same however many are
     marked. Its members may be scattered after sorting (a row can belong to several biclusters), so it is drawn
     twice: strips above and to the right of the heatmap mark every member column and row, and the heatmap
     outlines each block formed by a contiguous run of its sorted rows and one of its sorted columns, for runs of
     at least 1% of the axis, or its longest run on a side where none is that long (runs closer than one bin are
-    joined). A block outlined by several biclusters is drawn in dashes of their colours in turn. Bins that
+    joined). A block outlined by several biclusters is drawn in dashes of their colours in turn (outlines that
+    overlap in part are drawn whole, the later over the earlier). Past 500 cells along an axis, cells that
     share a pixel are averaged when drawn (matplotlib's antialiasing).
 
     Ticks name the clusters at their centres (the widest first where not all fit), or the rows (columns) when
@@ -375,10 +389,7 @@ def plot_biclusters(
     if max_biclusters is not None:
         max_biclusters = check_int(max_biclusters, "max_biclusters", minimum=1)
     max_bins = check_int(max_bins, "max_bins", minimum=1)
-    if vmax is not None and (isinstance(vmax, (bool, np.bool_))
-                             or not isinstance(vmax, (int, float, np.integer, np.floating))
-                             or not (np.isfinite(vmax) and vmax > 0)):
-        raise ValueError(f"vmax must be a count > 0, got {vmax!r}")
+    vmax = None if vmax is None else check_positive(vmax, "vmax")
     for names, size, what in ((row_names, n_rows, "row"), (column_names, n_cols, "column")):
         if names is not None and len(names) != size:
             raise ValueError(f"{len(names)} {what} names for the {size} {what}s of X")
@@ -398,20 +409,23 @@ def plot_biclusters(
         figsize = _pyplot().rcParams["figure.figsize"] if figsize is None else figsize
         legend_columns = 2 if figsize[0] >= _TWO_LEGEND_COLUMNS_INCHES else 1
         extra_legend_rows = max(-(-n_biclusters // legend_columns) - 5, 0) if legend else 0
-        figsize = (figsize[0], figsize[1] + _LEGEND_ROW_INCHES * extra_legend_rows)
+        grown = (figsize[0], figsize[1] + _LEGEND_ROW_INCHES * extra_legend_rows)
     else:
         ax = _new_axes(ax, figsize)[1]  # an Axes, or a sequence of one
         width = ax.bbox.width / ax.figure.dpi  # inches, in a figure or a subfigure
         legend_columns = 2 if width >= _TWO_LEGEND_COLUMNS_INCHES else 1
-    figure, ax, column_strip, row_strip, colorbar_place = _heatmap_axes(ax, figsize, n_biclusters)
+        grown = figsize
+    figure, ax, column_strip, row_strip, colorbar_place = _heatmap_axes(ax, grown, figsize, n_biclusters)
 
     row_order = _display_order(row_labels)
     column_order = _display_order(column_labels)
     binned = _bin_matrix(n_rows, row_order, max_bins) @ X @ _bin_matrix(n_cols, column_order, max_bins).T
     image = np.log1p(binned.toarray() if sp.issparse(binned) else np.asarray(binned))
     is_binned = n_rows > max_bins or n_cols > max_bins
-    # matplotlib's antialiasing averages the bins that share a pixel ("nearest" showed one of them: moiré)
-    shown = ax.imshow(image, cmap=cmap, aspect="auto", interpolation="antialiased", interpolation_stage="data",
+    # Past a few hundred cells an axis can have fewer pixels than cells: matplotlib's antialiasing averages those
+    # that share a pixel ("nearest" kept one of them: moiré); fewer cells are drawn sharp, each over its pixels.
+    interpolation = "antialiased" if max(image.shape) > _SHARP_CELLS else "nearest"
+    shown = ax.imshow(image, cmap=cmap, aspect="auto", interpolation=interpolation, interpolation_stage="data",
                       extent=(0, n_cols, n_rows, 0), vmin=0.0, vmax=None if vmax is None else np.log1p(vmax))
     sorted_row_labels = row_labels[row_order]
     sorted_column_labels = column_labels[column_order]
@@ -479,15 +493,17 @@ def _below_x_axis(ax):
     return offset_copy(ax.transAxes, figure, y=-below - 2.0, units="points")
 
 
-def _heatmap_axes(ax, figsize, n_biclusters):
+def _heatmap_axes(ax, figsize, heatmap_figsize, n_biclusters):
     """``(figure, heatmap axes, column strip, row strip, colourbar placement)``; no strips without biclusters.
 
-    On a new figure the strips are grid cells above and right of the heatmap (so the layout makes room for
-    them); in given axes they are insets outside its right and top edges. Each bicluster's line in a strip is
-    ``_STRIP_POINTS`` thick, for its number, the strip up to a quarter of the heatmap's size.
+    On a new figure (of ``figsize``) the strips are grid cells above and right of the heatmap (so the layout
+    makes room for them); in given axes they are insets outside its right and top edges. Each bicluster's line
+    in a strip is ``_STRIP_POINTS`` thick, for its number, the strip up to a quarter of the heatmap's size: that
+    of the axes, or on a new figure the figure's before it grew for the legend (``heatmap_figsize``), less its
+    title, labels and colour bar.
     """
-    if ax is None:  # the heatmap's size (inches), roughly: the figure's less its title, labels and colour bar
-        width, height = max(figsize[0] - 2.2, 1.0), max(figsize[1] - 2.5, 1.0)
+    if ax is None:
+        width, height = max(heatmap_figsize[0] - 2.2, 1.0), max(heatmap_figsize[1] - 2.5, 1.0)
     else:
         width, height = ax.bbox.width / ax.figure.dpi, ax.bbox.height / ax.figure.dpi
     # relative to the heatmap's height and width
@@ -515,7 +531,8 @@ def _bicluster_colors():
     the cluster separators use, left out) and tab20b's dark blue, then tab20's light shades and the other
     colours of tab20b and tab20c but their greys; one bicluster keeps its colour however many are marked."""
     colormaps = _pyplot().colormaps
-    strong = [color for i, color in enumerate(colormaps["tab10"].colors) if i != 7] + [colormaps["tab20b"].colors[0]]
+    strong = [color for i, color in enumerate(colormaps["tab10"].colors) if i != 7]
+    strong.append(colormaps["tab20b"].colors[0])
     light = [color for i, color in enumerate(colormaps["tab20"].colors) if i % 2 and i != 15]
     return strong + light + list(colormaps["tab20b"].colors[1:]) + list(colormaps["tab20c"].colors[:16])
 

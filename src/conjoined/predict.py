@@ -124,8 +124,8 @@ def side_classifiers(X, row_labels, column_labels, *, z_min, min_size, likelihoo
 def _poisson_dispersion(X, labels, models):
     """The fitted items' variance over their Poisson variance under both sides' Poisson block models: Pearson's
     statistic of each labelled item's counts over the other side's clusters around its cluster's expected counts,
-    ``sum (x_il - mu_kl)^2 / mu_kl`` with ``mu_kl = rate[k, l] n_l``, over its degrees of freedom
-    ``(n - K) L``, pooled over both sides; 1 unless the statistic exceeds them by ``DISPERSION_EVIDENCE`` of its
+    ``sum (x_il - mu_kl)^2 / mu_kl`` with ``mu_kl = rate[k, l] n_l`` over the blocks of a positive density, over
+    its degrees of freedom ``sum_k (n_k - 1) L_k`` (``L_k`` those blocks of cluster k), pooled over both sides; 1 unless the statistic exceeds them by ``DISPERSION_EVIDENCE`` of its
     standard deviations under Poisson counts (``sqrt(sum (2 + 1 / mu))``: sparse counts vary more). Poisson
     simulations give 1; over-dispersed counts more, and without it nearly every new item's probability was 0 or
     1 (on negative-binomial draws of case 2, those at 0.99 or more in their true block 91% of the time, those at
@@ -138,16 +138,17 @@ def _poisson_dispersion(X, labels, models):
         labelled = own >= 0
         n_clusters_other = model.log_rates.shape[1]
         n_other = np.bincount(other[other >= 0], minlength=n_clusters_other).astype(np.float64)
-        present = n_other > 0
-        counts = _counts_over_clusters(side, other, n_clusters_other)[labelled][:, present]
-        expected = (np.exp(model.log_rates) * n_other)[own[labelled]][:, present]
-        # a cell expected to hold next to nothing (a block of a zero background) has an unbounded variance: the
-        # sum overflows to inf, and the statistic cannot show over-dispersion (1)
-        possible = expected > 0
-        with np.errstate(over="ignore"):
-            statistic += float(((counts - expected)[possible] ** 2 / expected[possible]).sum())
-            variance += float((2 + 1 / expected[possible]).sum())
-        degrees += (int(labelled.sum()) - np.unique(own[labelled]).size) * int(present.sum())
+        # Blocks at a zero density (the rates' floor: no fitted item has a count there) are left out: they add
+        # nothing to the statistic, and their variance 2 + 1 / mu, unbounded, made it show nothing anywhere.
+        possible = (n_other > 0) & (model.log_rates > np.log(np.finfo(np.float64).tiny) + 1.0)
+        counts = _counts_over_clusters(side, other, n_clusters_other)[labelled]
+        expected = np.exp(model.log_rates) * n_other
+        item_cells = possible[own[labelled]]
+        deviation = (counts - expected[own[labelled]])[item_cells]
+        statistic += float((deviation ** 2 / expected[own[labelled]][item_cells]).sum())
+        variance += float((2 + 1 / expected[own[labelled]][item_cells]).sum())
+        sizes = np.bincount(own[labelled], minlength=possible.shape[0])
+        degrees += int((np.maximum(sizes - 1, 0) * possible.sum(axis=1)).sum())
     return _evidenced_dispersion(statistic, degrees, np.sqrt(variance))
 
 
