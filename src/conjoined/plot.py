@@ -7,9 +7,10 @@ matplotlib is imported only when a function is called (``pip install matplotlib`
 fitted yet is a NotFittedError, an object without them a TypeError. ``side_names`` says what the rows and the
 columns are (``("gene", "cell")`` for a fit of genes x cells), for the axes, titles and legends. Every function
 returns the matplotlib Figure (the root figure of given axes in a SubFigure); pass ``ax`` (or ``axes``) to draw
-into existing axes (their figure gets matplotlib's constrained layout if it has no layout engine, so that what is
-drawn outside the axes fits in it). Tick labels that would overlap are thinned when the figure is drawn, to those
-that fit the axis's length then (all of them when they fit).
+into existing axes (a figure made for the plot alone, as ``plt.subplots()`` makes it, gets matplotlib's
+constrained layout, so that what is drawn outside the axes fits in it; one the user laid out keeps its layout).
+Tick labels that would overlap are thinned when the figure is drawn, to those that fit the axis's length then (all
+of them when they fit).
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def _laid_out_by_default(figure, axes):
     rc = _pyplot().rcParams
     defaults = all(getattr(figure.subplotpars, name) == rc[f"figure.subplot.{name}"]
                    for name in ("left", "right", "bottom", "top", "wspace", "hspace"))
-    return figure.get_layout_engine() is None and defaults and {id(a) for a in figure.axes} == {id(a) for a in axes}
+    alone = {id(a) for a in figure.axes} == {id(a) for a in axes}
+    return figure.get_layout_engine() is None and defaults and alone
 
 
 def _counted(n, name):
@@ -549,7 +551,7 @@ def _outlines(row_runs, column_runs, n_rows, n_cols):
 
 
 def _draw_biclusters(ax, column_strip, row_strip, sorted_rows, sorted_columns, blocks, max_bins, side_names):
-    """Member strips above (columns) and right of (rows) the heatmap, and outlines of the large blocks.
+    """Member strips above (columns) and right of (rows) the heatmap, and the blocks' outlines (:func:`_outlines`).
 
     ``sorted_rows`` (B, n_rows) and ``sorted_columns`` (B, n_cols) are the membership masks in display order;
     ``blocks`` (B,) each bicluster's :func:`block_label` or None; ``side_names`` ``(row, column)`` for the legend.
