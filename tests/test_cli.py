@@ -1058,6 +1058,28 @@ def test_plot_reads_a_model_saved_when_row_labels_were_the_mixtures(layout, refe
                                       mixtures[side] if layout == "block labels" else refined[side])
 
 
+@pytest.mark.parametrize("missing, suffix, message", [
+    ({"matplotlib", "pandas"}, ".csv", "reading .csv/.tsv files needs pandas and the pictures matplotlib: pip install "
+     'pandas matplotlib (or pip install "conjoined[all]"), or pass --no-plots for the first alone'),
+    ({"matplotlib", "pandas"}, ".npz", "the pictures need matplotlib: pip install matplotlib, or pass --no-plots"),
+    ({"matplotlib"}, ".csv", "the pictures need matplotlib: pip install matplotlib, or pass --no-plots"),
+])
+def test_fit_with_the_library_alone_names_every_package_it_lacks(missing, suffix, message, tmp_path, capsys,
+                                                                  monkeypatch):
+    """A .csv fit on the bare library asked for matplotlib, then, once installed, for pandas: one line names
+    both (a .npz file needs no pandas)."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name in missing
+                        else find_spec(name, *args))
+    path = tmp_path / f"counts{suffix}"
+    path.write_text("a,b\n1,2\n") if suffix == ".csv" else sp.save_npz(path, sp.csr_matrix(np.eye(3)))
+    status, _, err = _run(["fit", path, "-o", tmp_path / "out"], capsys)
+    assert status == 2 and err == f"conjoined: error: {message}\n"
+    assert not (tmp_path / "out").exists()
+
+
 def test_plot_without_matplotlib_says_how_to_install_it(reference, tmp_path, capsys, monkeypatch):
     outdir = tmp_path / "copy"
     shutil.copytree(reference, outdir)

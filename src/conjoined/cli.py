@@ -106,6 +106,7 @@ from .io import (
     atomic_output_dir,
     atomic_output_files,
     check_not_input,
+    input_format,
     input_location,
     is_within,
     kept_elsewhere,
@@ -557,6 +558,15 @@ def _check_checkpoint_folder(checkpoint, outdir, inputs):
                             "own")
 
 
+def _reads_a_table(path):
+    """Whether INPUT ``path`` is a .csv or .tsv file (read with pandas); False for a path of no known type, which
+    the reader names."""
+    try:
+        return input_format(Path(path)) in ("csv", "tsv")
+    except ValueError:
+        return False
+
+
 def _inputs(args):
     """The paths a command reads (INPUT, as :func:`conjoined.io.input_location` says, and the names files):
     what its outputs must not replace or write into."""
@@ -564,7 +574,11 @@ def _inputs(args):
 
 
 def _run_fit(args, argv):
-    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
+    no_matplotlib = not args.no_plots and importlib.util.find_spec("matplotlib") is None
+    if no_matplotlib and _reads_a_table(args.input) and importlib.util.find_spec("pandas") is None:
+        raise UserError("reading .csv/.tsv files needs pandas and the pictures matplotlib: pip install pandas "
+                        "matplotlib (or pip install \"conjoined[all]\"), or pass --no-plots for the first alone")
+    if no_matplotlib:
         raise UserError("the pictures need matplotlib: pip install matplotlib, or pass --no-plots")
     if not args.no_plots:
         _draw_into_files()

@@ -43,6 +43,7 @@ __all__ = [
     "atomic_output_file",
     "atomic_output_files",
     "check_not_input",
+    "input_format",
     "input_location",
     "is_within",
     "read_matrix",
@@ -189,7 +190,10 @@ def _names_argument(names, expected, *, what, path):
     return names
 
 
-def _format_of(path):
+def input_format(path):
+    """The format :func:`read_matrix` reads ``path`` (a ``pathlib.Path``) in: "10x" for a 10x folder or its
+    matrix file, else by the name's suffix ("csv", "tsv", "mtx", "npz", "h5ad", "mat"); ValueError for a name of
+    no known type."""
     if path.is_dir() or _is_10x_matrix(path):
         return "10x"
     lower = path.name.lower()
@@ -738,7 +742,7 @@ def read_matrix(path, *, layer=None, variable=None, row_names=None, column_names
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
-    source_format = _format_of(path)
+    source_format = input_format(path)
     if layer is not None and source_format != "h5ad":
         raise ValueError(f"{path}: layer= (--layer) applies to .h5ad files only")
     if variable is not None and source_format != "mat":
