@@ -962,13 +962,8 @@ class ConjoinedDirichletProcess(SharedClientMixin, BiclusterMixin, BaseEstimator
         return super().get_submatrix(i, data)
 
     def __setstate__(self, state):
-        """Unpickle; a model pickled when ``row_labels_`` held the mixtures' partitions and ``block_row_labels_``
-        the refined ones gets today's names (``mixture_row_labels_``, ``row_labels_``)."""
-        for side in ("row", "column"):
-            if f"block_{side}_labels_" in state:
-                state[f"mixture_{side}_labels_"] = state.pop(f"{side}_labels_")
-                state[f"{side}_labels_"] = state.pop(f"block_{side}_labels_")
-        super().__setstate__(state)
+        """Unpickle, with today's names for the partitions of a model pickled before (:func:`renamed_labels`)."""
+        super().__setstate__(renamed_labels(state))
 
     @property
     def biclusters_(self):
@@ -1026,6 +1021,17 @@ def _refinement_min_size(min_size):
     only: given to the refinement, it made blocks below it count as background and their clusters merge into
     others. One below it reaches the refinement."""
     return None if min_size is None else min(min_size, DEFAULT_MIN_SIZE)
+
+
+def renamed_labels(attributes):
+    """``attributes`` (a dict of a fitted CDP's, pickled or saved), renamed in place and returned: from when
+    ``<side>_labels_`` held the mixtures' partitions and ``block_<side>_labels_`` the refined ones, to
+    ``mixture_<side>_labels_`` and ``<side>_labels_``."""
+    for side in ("row", "column"):
+        if f"block_{side}_labels_" in attributes:
+            attributes[f"mixture_{side}_labels_"] = attributes.pop(f"{side}_labels_")
+            attributes[f"{side}_labels_"] = attributes.pop(f"block_{side}_labels_")
+    return attributes
 
 
 def fitted_classifiers(X, row_labels, column_labels, n_clusters, params):

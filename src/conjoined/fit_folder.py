@@ -21,6 +21,7 @@ from .cdp import (
     bicluster_members,
     fitted_classifiers,
     pair_cluster_masks,
+    renamed_labels,
     repeatable_params,
 )
 from .io import (
@@ -172,11 +173,9 @@ def _load_model(path):
     if "bicluster_row_clusters_" not in arrays and "bicluster_pairs_" in arrays:  # saved before biclusters joined blocks
         arrays["bicluster_row_clusters_"], arrays["bicluster_column_clusters_"] = pair_cluster_masks(
             arrays["bicluster_pairs_"])
+    renamed_labels(arrays)
     for side in ("row", "column"):
-        if f"block_{side}_labels_" in arrays:  # saved when <side>_labels_ held the mixtures' partitions
-            arrays[f"mixture_{side}_labels_"] = arrays.pop(f"{side}_labels_")
-            arrays[f"{side}_labels_"] = arrays.pop(f"block_{side}_labels_")
-        elif f"mixture_{side}_labels_" not in arrays and f"{side}_labels_" in arrays:
+        if f"mixture_{side}_labels_" not in arrays and f"{side}_labels_" in arrays:
             arrays[f"mixture_{side}_labels_"] = arrays[f"{side}_labels_"]  # saved when both were one
     _check_model_layout(arrays, path)
     model = SimpleNamespace(**{name: arrays[name] for name in _SAVED_ATTRIBUTES})

@@ -141,13 +141,13 @@ def _poisson_dispersion(X, labels, models):
         # Blocks at a zero density (the rates' floor: no fitted item has a count there) are left out: they add
         # nothing to the statistic, and their variance 2 + 1 / mu, unbounded, made it show nothing anywhere.
         possible = (n_other > 0) & (model.log_rates > np.log(np.finfo(np.float64).tiny) + 1.0)
-        counts = _counts_over_clusters(side, other, n_clusters_other)[labelled]
-        expected = np.exp(model.log_rates) * n_other
-        item_cells = possible[own[labelled]]
-        deviation = (counts - expected[own[labelled]])[item_cells]
-        statistic += float((deviation ** 2 / expected[own[labelled]][item_cells]).sum())
-        variance += float((2 + 1 / expected[own[labelled]][item_cells]).sum())
-        sizes = np.bincount(own[labelled], minlength=possible.shape[0])
+        clusters = own[labelled]
+        item_cells = possible[clusters]
+        counts = _counts_over_clusters(side, other, n_clusters_other)[labelled][item_cells]
+        expected = (np.exp(model.log_rates) * n_other)[clusters][item_cells]
+        statistic += float(((counts - expected) ** 2 / expected).sum())
+        variance += float((2 + 1 / expected).sum())
+        sizes = np.bincount(clusters, minlength=possible.shape[0])
         degrees += int((np.maximum(sizes - 1, 0) * possible.sum(axis=1)).sum())
     return _evidenced_dispersion(statistic, degrees, np.sqrt(variance))
 
